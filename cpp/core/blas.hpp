@@ -1,0 +1,37 @@
+// GEMM: an optimised BLAS installed at import time (scipy-openblas32's
+// cblas_sgemm, looked up by the Python package), with a portable fallback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ipuxl {
+namespace blas {
+
+void set_sgemm(void* fn);
+void* sgemm_ptr();
+
+// Row-major C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C.
+// lda/ldb/ldc are row strides of A, B and C as stored.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+           int64_t ldc);
+
+// Generic fallback for any arithmetic type T (double, integers; float16 is
+// widened to float by the caller). Accumulates in Acc.
+template <class T, class Acc>
+void gemm_ref(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
+  for (int64_t i = 0; i < M; ++i) {
+    Acc* row = new Acc[(size_t)(N > 0 ? N : 1)]();
+    for (int64_t k = 0; k < K; ++k) {
+      Acc a = (Acc)A[i * K + k];
+      const T* b = B + k * N;
+      for (int64_t j = 0; j < N; ++j) row[j] += a * (Acc)b[j];
+    }
+    for (int64_t j = 0; j < N; ++j) C[i * N + j] = (T)row[j];
+    delete[] row;
+  }
+}
+
+}  // namespace blas
+}  // namespace ipuxl

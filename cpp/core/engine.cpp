@@ -1,0 +1,540 @@
+#include "engine.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+namespace ipuxl {
+
+// ---------------------------------------------------------------- ProgramDesc
+
+void ProgramDesc::check_graph(int g, const char* what) const {
+  if (g < 0 || g >= (int)graphs.size())
+    throw Error(std::string(what) + ": no graph with index " + std::to_string(g));
+}
+void ProgramDesc::check_tensor(int t, const char* what) const {
+  if (t < 0 || t >= (int)tensors.size())
+    throw Error(std::string(what) + ": no tensor with index " + std::to_string(t));
+}
+
+int ProgramDesc::add_graph(const std::string& name) {
+  graphs.push_back(GraphDesc{name, {}, {}, {}});
+  return (int)graphs.size() - 1;
+}
+
+int ProgramDesc::add_tensor(int graph, const std::string& name, DType dtype, const Shape& shape,
+                            TensorKind kind) {
+  check_graph(graph, "add_tensor");
+  for (auto d : shape)
+    if (d < 0) throw Error("tensor '" + name + "' has a negative dimension " + shape_str(shape));
+  TensorDesc t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.kind = kind;
+  t.graph = graph;
+  tensors.push_back(std::move(t));
+  return (int)tensors.size() - 1;
+}
+
+void ProgramDesc::set_tensor_data(int tensor, const uint8_t* data, size_t nbytes) {
+  check_tensor(tensor, "set_tensor_data");
+  auto& t = tensors[tensor];
+  size_t want = (size_t)shape_nelms(t.shape) * dtype_size(t.dtype);
+  if (nbytes != want)
+    throw Error("tensor '" + t.name + "': data has " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(want));
+  t.data.assign(data, data + nbytes);
+}
+
+int ProgramDesc::add_op(OpRecord op) {
+  check_graph(op.graph, "add_op");
+  for (int t : op.in)
+    if (t != -1) check_tensor(t, op.name.c_str());
+  for (int t : op.out) check_tensor(t, op.name.c_str());
+  for (int g : op.graphs) check_graph(g, op.name.c_str());
+  for (auto& a : op.aliases)
+    if (a.first < 0 || a.first >= (int)op.out.size() || a.second < 0 ||
+        a.second >= (int)op.in.size() || op.in[a.second] < 0)
+      throw Error("op '" + op.name + "': invalid alias pair");
+  op.attrs.op_name = op.name;
+  ops.push_back(std::move(op));
+  int id = (int)ops.size() - 1;
+  graphs[ops.back().graph].ops.push_back(id);
+  return id;
+}
+
+int ProgramDesc::add_stream(const std::string& name, DType dtype, const Shape& shape, bool h2d) {
+  streams.push_back(StreamDesc{name, dtype, shape, h2d});
+  return (int)streams.size() - 1;
+}
+
+void ProgramDesc::set_graph_io(int graph, std::vector<int> inputs, std::vector<int> outputs) {
+  check_graph(graph, "set_graph_io");
+  for (int t : inputs) check_tensor(t, "graph input");
+  for (int t : outputs) check_tensor(t, "graph output");
+  graphs[graph].inputs = std::move(inputs);
+  graphs[graph].outputs = std::move(outputs);
+}
+
+// ---------------------------------------------------------------- programs
+
+namespace {
+
+void pad(std::ostream& os, int n) { os << std::string((size_t)n * 2, ' '); }
+
+struct Sequence : Prog {
+  std::vector<std::unique_ptr<Prog>> body;
+  void run(Exec& ex) override {
+    for (auto& p : body) p->run(ex);
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "Sequence\n";
+    for (auto& p : body) p->describe(os, indent + 1);
+  }
+  void count(std::map<std::string, int64_t>& c) const override {
+    c["Sequence"]++;
+    for (auto& p : body) p->count(c);
+  }
+};
+
+struct Execute : Prog {
+  std::unique_ptr<Kernel> kernel;
+  std::string label;
+  void run(Exec& ex) override { kernel->run(ex.ctx); }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "Execute(" << label << ")\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["Execute"]++; }
+};
+
+struct Copy : Prog {
+  const uint8_t* src;
+  uint8_t* dst;
+  size_t bytes;
+  std::string label;
+  void run(Exec&) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "Copy(" << label << ")\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["Copy"]++; }
+};
+
+struct CallFn : Prog {
+  Function* fn;
+  void run(Exec& ex) override { fn->body->run(ex); }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "Call(" << fn->name << ")\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["Call"]++; }
+};
+
+struct Repeat : Prog {
+  int64_t n;
+  std::unique_ptr<Prog> body;
+  void run(Exec& ex) override {
+    for (int64_t i = 0; i < n; ++i) body->run(ex);
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "Repeat(" << n << ")\n";
+    body->describe(os, indent + 1);
+  }
+  void count(std::map<std::string, int64_t>& c) const override {
+    c["Repeat"]++;
+    body->count(c);
+  }
+};
+
+struct If : Prog {
+  const TensorRef* cond;
+  std::unique_ptr<Prog> then_p, else_p;
+  void run(Exec& ex) override {
+    bool c = false;
+    const uint8_t* p = cond->data;
+    for (size_t i = 0; i < dtype_size(cond->dtype); ++i) c = c || p[i] != 0;
+    // Floating point -0.0 has a sign bit only: treat it as false.
+    if (cond->dtype == DType::Float32) c = *cond->as<float>() != 0.0f;
+    if (cond->dtype == DType::Float16) c = (float)*cond->as<f16>() != 0.0f;
+    if (cond->dtype == DType::Float64) c = *cond->as<double>() != 0.0;
+    (c ? then_p : else_p)->run(ex);
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "If(" << cond->name << ")\n";
+    then_p->describe(os, indent + 1);
+    pad(os, indent);
+    os << "Else\n";
+    else_p->describe(os, indent + 1);
+  }
+  void count(std::map<std::string, int64_t>& c) const override {
+    c["If"]++;
+    then_p->count(c);
+    else_p->count(c);
+  }
+};
+
+struct StreamToTensor : Prog {
+  int stream;
+  TensorRef* dst;
+  std::string stream_name;
+  void run(Exec& ex) override {
+    auto& b = ex.streams[stream];
+    if (b.data == nullptr || b.cursor >= b.items)
+      throw RunError("[StepIOSplitter] IStepIO unexpectedly did not provide input data for "
+                     "stream '" + stream_name + "': it holds " + std::to_string(b.items) +
+                     " transfer(s) and all were consumed in this run (num_host_transfers "
+                     "limits host_load executions per stream per run)");
+    std::memcpy(dst->data, b.data + b.cursor * b.item_bytes, b.item_bytes);
+    b.cursor++;
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "StreamCopy(host -> " << dst->name << ", " << stream_name << ")\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["StreamCopy"]++; }
+};
+
+struct TensorToStream : Prog {
+  int stream;
+  const TensorRef* src;
+  std::string stream_name;
+  void run(Exec& ex) override {
+    auto& b = ex.streams[stream];
+    if (b.data == nullptr || b.cursor >= b.items)
+      throw RunError("host_store to stream '" + stream_name + "': no space left in the " +
+                     std::to_string(b.items) +
+                     " transfer(s) of the output buffer (num_host_transfers limits "
+                     "host_store executions per stream per run)");
+    std::memcpy(b.data + b.cursor * b.item_bytes, src->data, b.item_bytes);
+    b.cursor++;
+  }
+  void describe(std::ostream& os, int indent) const override {
+    pad(os, indent);
+    os << "StreamCopy(" << src->name << " -> host, " << stream_name << ")\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["StreamCopy"]++; }
+};
+
+void* aligned_alloc64(size_t n) {
+  size_t rounded = ((n + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw Error("out of host memory allocating " + std::to_string(n) + " bytes");
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Engine
+
+Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph)
+    : desc_(std::move(desc)), main_graph_(main_graph) {
+  desc_->check_graph(main_graph_, "Engine");
+  allocate();
+  main_ = lower_graph_body(main_graph_);
+}
+
+void Engine::allocate() {
+  const auto& ts = desc_->tensors;
+  refs_.resize(ts.size());
+  root_.resize(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    root_[i] = (int)i;
+    refs_[i].dtype = ts[i].dtype;
+    refs_[i].shape = ts[i].shape;
+    refs_[i].nelms = shape_nelms(ts[i].shape);
+    refs_[i].name = ts[i].name;
+  }
+  // Outputs that alias an input share its storage (in-place and view ops).
+  // Ops are recorded in creation order, so an input's root is already final.
+  for (const auto& op : desc_->ops) {
+    for (auto [o, i] : op.aliases) {
+      int src = op.in[i], dst = op.out[o];
+      if (refs_[dst].nbytes() != refs_[src].nbytes())
+        throw Error("op '" + op.name + "': output '" + refs_[dst].name + "' aliases input '" +
+                    refs_[src].name + "' but their sizes differ");
+      root_[dst] = root_[src];
+    }
+  }
+  std::vector<size_t> offset(ts.size(), 0);
+  size_t total = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (root_[i] != (int)i) continue;
+    offset[i] = total;
+    total += ((refs_[i].nbytes() + 63) / 64) * 64;
+  }
+  arena_bytes_ = total;
+  arena_ = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(
+      static_cast<uint8_t*>(aligned_alloc64(total)), [](uint8_t* p) { std::free(p); });
+  for (size_t i = 0; i < ts.size(); ++i) refs_[i].data = arena_.get() + offset[root_[i]];
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (!ts[i].data.empty()) std::memcpy(refs_[i].data, ts[i].data.data(), ts[i].data.size());
+}
+
+std::unique_ptr<Prog> Engine::copy(int src, int dst) const {
+  auto c = std::make_unique<Copy>();
+  const auto& s = refs_[src];
+  auto& d = refs_[dst];
+  if (s.dtype != d.dtype || s.shape != d.shape)
+    throw Error("cannot copy '" + s.name + "' " + dtype_name(s.dtype) + shape_str(s.shape) +
+                " into '" + d.name + "' " + dtype_name(d.dtype) + shape_str(d.shape));
+  c->src = s.data;
+  c->dst = d.data;
+  c->bytes = root_[src] == root_[dst] ? 0 : s.nbytes();
+  c->label = s.name + " -> " + d.name;
+  return c;
+}
+
+Function* Engine::function_for(int graph) {
+  auto it = functions_.find(graph);
+  if (it != functions_.end()) {
+    if (!it->second->body)
+      throw Error("graph '" + desc_->graphs[graph].name + "' calls itself (recursion)");
+    return it->second.get();
+  }
+  auto fn = std::make_unique<Function>();
+  fn->graph = graph;
+  fn->name = desc_->graphs[graph].name;
+  Function* raw = fn.get();
+  functions_[graph] = std::move(fn);
+  raw->body = lower_graph_body(graph);
+  return raw;
+}
+
+std::unique_ptr<Prog> Engine::lower_graph_body(int graph) {
+  auto seq = std::make_unique<Sequence>();
+  for (int op_id : desc_->graphs[graph].ops) seq->body.push_back(lower_op(desc_->ops[op_id]));
+  return seq;
+}
+
+std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
+  auto fail = [&](const std::string& msg) -> void {
+    throw Error(op.type + " op '" + op.name + "': " + msg);
+  };
+  const auto& G = desc_->graphs;
+
+  if (op.type == "Call" || op.type == "Repeat") {
+    if (op.graphs.size() != 1) fail("expected exactly one called graph");
+    const auto& g = G[op.graphs[0]];
+    if (op.in.size() != g.inputs.size())
+      fail("has " + std::to_string(op.in.size()) + " inputs but graph '" + g.name + "' has " +
+           std::to_string(g.inputs.size()));
+    if (op.out.size() != g.outputs.size())
+      fail("has " + std::to_string(op.out.size()) + " outputs but graph '" + g.name + "' has " +
+           std::to_string(g.outputs.size()));
+    for (int t : op.in)
+      if (t < 0) fail("all inputs of a call must be connected");
+    Function* fn = function_for(op.graphs[0]);
+    auto seq = std::make_unique<Sequence>();
+    for (size_t i = 0; i < op.in.size(); ++i) seq->body.push_back(copy(op.in[i], g.inputs[i]));
+    auto call = std::make_unique<CallFn>();
+    call->fn = fn;
+    if (op.type == "Call") {
+      seq->body.push_back(std::move(call));
+      for (size_t i = 0; i < op.out.size(); ++i)
+        seq->body.push_back(copy(g.outputs[i], op.out[i]));
+    } else {
+      int64_t n = op.attrs.i("repeat_count");
+      if (n < 0) fail("repeat_count must be >= 0");
+      if (g.outputs.size() > g.inputs.size())
+        fail("the repeated graph must have at least as many inputs as outputs");
+      // Body: call, then carry output i into input i. Carried values that are
+      // themselves inputs of the body would be clobbered by a direct copy, so
+      // those go through a staging buffer.
+      auto body = std::make_unique<Sequence>();
+      body->body.push_back(std::move(call));
+      std::set<int> input_roots;
+      for (int t : g.inputs) input_roots.insert(root_[t]);
+      std::vector<std::pair<int, int>> direct, staged;
+      for (size_t i = 0; i < g.outputs.size(); ++i) {
+        int o = g.outputs[i], in = g.inputs[i];
+        if (root_[o] == root_[in]) continue;
+        (input_roots.count(root_[o]) ? staged : direct).push_back({o, in});
+      }
+      struct Stage : Prog {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<const TensorRef*> src;
+        std::vector<const TensorRef*> dst;
+        void run(Exec&) override {
+          for (size_t k = 0; k < src.size(); ++k)
+            std::memcpy(bufs[k].data(), src[k]->data, src[k]->nbytes());
+          for (size_t k = 0; k < dst.size(); ++k)
+            std::memcpy(dst[k]->data, bufs[k].data(), dst[k]->nbytes());
+        }
+        void describe(std::ostream& os, int indent) const override {
+          pad(os, indent);
+          os << "Copy(staged loop carry x" << src.size() << ")\n";
+        }
+        void count(std::map<std::string, int64_t>& c) const override {
+          c["Copy"] += (int64_t)src.size() * 2;
+        }
+      };
+      if (!staged.empty()) {
+        auto st = std::make_unique<Stage>();
+        for (auto [o, in] : staged) {
+          if (refs_[o].shape != refs_[in].shape || refs_[o].dtype != refs_[in].dtype)
+            fail("loop-carried output '" + refs_[o].name + "' does not match input '" +
+                 refs_[in].name + "'");
+          st->bufs.emplace_back(refs_[o].nbytes());
+          st->src.push_back(&refs_[o]);
+          st->dst.push_back(&refs_[in]);
+        }
+        // Read every source before any write.
+        for (auto [o, in] : direct) body->body.push_back(copy(o, in));
+        body->body.push_back(std::move(st));
+      } else {
+        for (auto [o, in] : direct) body->body.push_back(copy(o, in));
+      }
+      auto rep = std::make_unique<Repeat>();
+      rep->n = n;
+      rep->body = std::move(body);
+      seq->body.push_back(std::move(rep));
+      // After the loop the carried values live in the body's inputs.
+      for (size_t i = 0; i < op.out.size(); ++i)
+        seq->body.push_back(copy(g.inputs[i], op.out[i]));
+    }
+    for (int64_t idx : op.attrs.ints("modified", {})) {
+      if (idx < 0 || idx >= (int64_t)op.in.size()) fail("modified input index out of range");
+      seq->body.push_back(copy(g.inputs[idx], op.in[idx]));
+    }
+    return seq;
+  }
+
+  if (op.type == "If") {
+    if (op.graphs.size() != 2) fail("expected a then and an else graph");
+    if (op.in.empty() || op.in[0] < 0) fail("missing condition input");
+    auto then_in = op.attrs.ints("then_inputs");
+    auto else_in = op.attrs.ints("else_inputs");
+    auto branch = [&](int gid, const std::vector<int64_t>& in_idx) {
+      const auto& g = G[gid];
+      if (in_idx.size() != g.inputs.size())
+        fail("branch graph '" + g.name + "' has " + std::to_string(g.inputs.size()) +
+             " inputs but " + std::to_string(in_idx.size()) + " were connected");
+      if (g.outputs.size() != op.out.size())
+        fail("branch graph '" + g.name + "' has " + std::to_string(g.outputs.size()) +
+             " outputs, expected " + std::to_string(op.out.size()));
+      auto seq = std::make_unique<Sequence>();
+      for (size_t i = 0; i < in_idx.size(); ++i) {
+        int64_t k = in_idx[i];
+        if (k < 1 || k >= (int64_t)op.in.size() || op.in[k] < 0) fail("bad branch input index");
+        seq->body.push_back(copy(op.in[k], g.inputs[i]));
+      }
+      auto call = std::make_unique<CallFn>();
+      call->fn = function_for(gid);
+      seq->body.push_back(std::move(call));
+      for (size_t i = 0; i < op.out.size(); ++i) seq->body.push_back(copy(g.outputs[i], op.out[i]));
+      return seq;
+    };
+    auto p = std::make_unique<If>();
+    p->cond = &refs_[op.in[0]];
+    if (p->cond->nelms != 1) fail("the condition must have exactly one element");
+    p->then_p = branch(op.graphs[0], then_in);
+    p->else_p = branch(op.graphs[1], else_in);
+    return p;
+  }
+
+  if (op.type == "HostLoad" || op.type == "HostStore") {
+    int64_t s = op.attrs.i("stream");
+    if (s < 0 || s >= (int64_t)desc_->streams.size()) fail("unknown stream");
+    const auto& sd = desc_->streams[s];
+    bool load = op.type == "HostLoad";
+    if (sd.host_to_device != load)
+      fail(std::string("stream '") + sd.name + "' is not a " +
+           (load ? "host-to-device" : "device-to-host") + " stream");
+    int t = load ? (op.out.size() == 1 ? op.out[0] : -1) : (op.in.size() == 1 ? op.in[0] : -1);
+    if (t < 0) fail("expected exactly one tensor");
+    const auto& r = refs_[t];
+    if (r.dtype != sd.dtype || r.shape != sd.shape)
+      fail("tensor '" + r.name + "' " + dtype_name(r.dtype) + shape_str(r.shape) +
+           " does not match stream '" + sd.name + "' " + dtype_name(sd.dtype) +
+           shape_str(sd.shape));
+    if (load) {
+      auto p = std::make_unique<StreamToTensor>();
+      p->stream = (int)s;
+      p->dst = &refs_[t];
+      p->stream_name = sd.name;
+      return p;
+    }
+    auto p = std::make_unique<TensorToStream>();
+    p->stream = (int)s;
+    p->src = &refs_[t];
+    p->stream_name = sd.name;
+    return p;
+  }
+
+  const KernelFactory* f = KernelRegistry::find(op.type);
+  if (!f) throw NotImplemented("ipuxl core has no kernel for op type '" + op.type + "' (op '" +
+                               op.name + "')");
+  OpDesc d;
+  d.type = op.type;
+  d.name = op.name;
+  d.attrs = op.attrs;
+  for (int t : op.in) d.in.push_back(t < 0 ? nullptr : &refs_[t]);
+  for (int t : op.out) d.out.push_back(&refs_[t]);
+  auto ex = std::make_unique<Execute>();
+  ex->kernel = (*f)(d);
+  if (!ex->kernel) fail("kernel factory returned nothing");
+  ex->label = op.type + ":" + op.name;
+  return ex;
+}
+
+void Engine::run(std::vector<StreamBinding> bindings) {
+  if (bindings.size() != desc_->streams.size())
+    throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
+                " stream bindings, got " + std::to_string(bindings.size()));
+  Exec ex;
+  ex.desc = desc_.get();
+  ex.ctx.run_index = run_index_++;
+  ex.streams = std::move(bindings);
+  main_->run(ex);
+}
+
+void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {
+  desc_->check_tensor(tensor, "write_tensor");
+  auto& r = refs_[tensor];
+  if (nbytes != r.nbytes())
+    throw Error("write_tensor '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  std::memcpy(r.data, src, nbytes);
+}
+
+void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes) const {
+  desc_->check_tensor(tensor, "read_tensor");
+  const auto& r = refs_[tensor];
+  if (nbytes != r.nbytes())
+    throw Error("read_tensor '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  std::memcpy(dst, r.data, nbytes);
+}
+
+std::string Engine::describe() const {
+  std::ostringstream os;
+  for (auto& kv : functions_) {
+    os << "Function " << kv.second->name << ":\n";
+    kv.second->body->describe(os, 1);
+  }
+  os << "Program:\n";
+  main_->describe(os, 1);
+  return os.str();
+}
+
+std::map<std::string, int64_t> Engine::program_counts() const {
+  std::map<std::string, int64_t> c;
+  for (auto& kv : functions_) kv.second->body->count(c);
+  main_->count(c);
+  c["Function"] = (int64_t)functions_.size();
+  return c;
+}
+
+}  // namespace ipuxl

@@ -1,0 +1,76 @@
+// Lowering and execution of a ProgramDesc.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "program.hpp"
+
+namespace ipuxl {
+
+// Host-side buffers of one Engine::run call.
+struct StreamBinding {
+  uint8_t* data = nullptr;
+  int64_t items = 0;    // how many transfers the host array holds
+  size_t item_bytes = 0;
+  int64_t cursor = 0;   // transfers used so far in this run
+};
+
+struct Exec {
+  RunContext ctx;
+  std::vector<StreamBinding> streams;  // indexed by stream id
+  const ProgramDesc* desc = nullptr;
+};
+
+// A node of the lowered program tree.
+struct Prog {
+  virtual ~Prog() = default;
+  virtual void run(Exec& ex) = 0;
+  virtual void describe(std::ostream& os, int indent) const = 0;
+  // Count of nodes by kind, for program-size reports.
+  virtual void count(std::map<std::string, int64_t>& counts) const = 0;
+};
+
+struct Function {
+  int graph = -1;
+  std::string name;
+  std::unique_ptr<Prog> body;
+};
+
+class Engine {
+ public:
+  explicit Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph);
+
+  // One host call: runs the main program once.
+  void run(std::vector<StreamBinding> bindings);
+  // Copy host bytes into a tensor / out of a tensor (variables and constants).
+  void write_tensor(int tensor, const uint8_t* src, size_t nbytes);
+  void read_tensor(int tensor, uint8_t* dst, size_t nbytes) const;
+
+  const TensorRef& tensor(int id) const { return refs_.at(id); }
+  std::string describe() const;
+  std::map<std::string, int64_t> program_counts() const;
+  size_t arena_bytes() const { return arena_bytes_; }
+  uint64_t runs() const { return run_index_; }
+
+ private:
+  void allocate();
+  Function* function_for(int graph);
+  std::unique_ptr<Prog> lower_graph_body(int graph);
+  std::unique_ptr<Prog> lower_op(const OpRecord& op);
+  std::unique_ptr<Prog> copy(int src, int dst) const;
+
+  std::shared_ptr<const ProgramDesc> desc_;
+  int main_graph_;
+  std::vector<TensorRef> refs_;  // one per tensor id; fixed after allocate()
+  std::vector<int> root_;        // storage owner of each tensor (alias resolution)
+  std::unique_ptr<uint8_t[], void (*)(uint8_t*)> arena_{nullptr, [](uint8_t*) {}};
+  size_t arena_bytes_ = 0;
+  std::map<int, std::unique_ptr<Function>> functions_;
+  std::unique_ptr<Prog> main_;
+  uint64_t run_index_ = 0;
+};
+
+}  // namespace ipuxl

@@ -1,0 +1,54 @@
+// Helpers shared by kernels: NumPy broadcasting and strided iteration.
+#pragma once
+
+#include <vector>
+
+#include "../core/kernel.hpp"
+
+namespace ipuxl {
+
+// Strides (in elements) of `in` when read at the indices of `out_shape`
+// under NumPy broadcasting: broadcast axes get stride 0. Throws if the
+// shapes do not broadcast to out_shape.
+std::vector<int64_t> broadcast_strides(const OpDesc& d, const Shape& in, const Shape& out_shape);
+
+// NumPy broadcast of two shapes, or nullopt-like failure via `ok`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok);
+
+// Row-major contiguous strides of a shape.
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+// Calls fn(out_index, in_offsets...) for each element of out_shape, with the
+// offsets of each input computed from its (broadcast) strides. The innermost
+// dimension is handed over as a run so fn can be a tight loop:
+//   fn(out_offset, n, offsets[], inner_strides[])
+template <size_t N, class F>
+void for_each_broadcast(const Shape& out_shape, const std::vector<int64_t> (&strides)[N], F&& fn) {
+  const int64_t rank = (int64_t)out_shape.size();
+  int64_t total = shape_nelms(out_shape);
+  if (total == 0) return;
+  if (rank == 0) {
+    int64_t offs[N] = {};
+    int64_t inner[N] = {};
+    fn((int64_t)0, (int64_t)1, offs, inner);
+    return;
+  }
+  const int64_t inner_n = out_shape[rank - 1];
+  int64_t inner[N];
+  for (size_t k = 0; k < N; ++k) inner[k] = strides[k][rank - 1];
+  std::vector<int64_t> idx((size_t)rank, 0);
+  int64_t offs[N] = {};
+  for (int64_t out = 0; out < total; out += inner_n) {
+    fn(out, inner_n, offs, inner);
+    // advance the outer index (all dims but the last)
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      idx[d]++;
+      for (size_t k = 0; k < N; ++k) offs[k] += strides[k][d];
+      if (idx[d] < out_shape[d]) break;
+      for (size_t k = 0; k < N; ++k) offs[k] -= strides[k][d] * out_shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace ipuxl

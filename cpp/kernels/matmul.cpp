@@ -1,0 +1,112 @@
+// MatMul with NumPy matmul semantics: 1-D operands are promoted (and the
+// promoted axis dropped from the output), leading batch axes broadcast.
+// float32 uses the installed BLAS; float16 computes in float32 partials and
+// rounds once (as the IPU's AMP with float partials); other types use the
+// reference loop with a wide accumulator.
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "common.hpp"
+
+namespace ipuxl {
+namespace {
+
+std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
+  d.expect_arity(2, 1);
+  d.expect_same_dtype(*d.in[0], *d.in[1]);
+  d.expect_same_dtype(*d.in[0], *d.out[0]);
+  const TensorRef* a = d.in[0];
+  const TensorRef* b = d.in[1];
+  const TensorRef* o = d.out[0];
+  if (a->rank() == 0 || b->rank() == 0) d.fail("operands must have rank >= 1");
+  Shape as = a->shape, bs = b->shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back();
+  const int64_t K2 = bs[bs.size() - 2], N = bs.back();
+  if (K != K2)
+    d.fail("contraction dimensions differ: " + shape_str(a->shape) + " @ " + shape_str(b->shape));
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  bool ok = false;
+  Shape batch = broadcast_shapes(ab, bb, &ok);
+  if (!ok) d.fail("batch dimensions do not broadcast: " + shape_str(a->shape) + " @ " +
+                  shape_str(b->shape));
+  Shape expect = batch;
+  if (a->rank() > 1) expect.push_back(M);
+  if (b->rank() > 1) expect.push_back(N);
+  d.expect_shape(*o, expect);
+
+  const int64_t nb = shape_nelms(batch);
+  std::vector<int64_t> a_off((size_t)nb), b_off((size_t)nb);
+  {
+    Shape ab_full = ab, bb_full = bb;
+    auto sa = broadcast_strides(d, ab_full, batch);
+    auto sb = broadcast_strides(d, bb_full, batch);
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t oa = 0, ob = 0;
+      for (size_t k = 0; k < batch.size(); ++k) { oa += idx[k] * sa[k]; ob += idx[k] * sb[k]; }
+      a_off[(size_t)i] = oa * M * K;
+      b_off[(size_t)i] = ob * K * N;
+      for (int64_t k = (int64_t)batch.size() - 1; k >= 0; --k) {
+        if (++idx[(size_t)k] < batch[(size_t)k]) break;
+        idx[(size_t)k] = 0;
+      }
+    }
+  }
+  const double work = 2.0 * (double)nb * (double)M * (double)N * (double)K;
+  const DType dt = a->dtype;
+  if (dt == DType::Float32) {
+    return make_kernel(
+        [=](RunContext&) {
+          const float* A = a->as<float>();
+          const float* B = b->as<float>();
+          float* O = o->as<float>();
+          for (int64_t i = 0; i < nb; ++i)
+            blas::sgemm(false, false, M, N, K, 1.0f, A + a_off[(size_t)i], K,
+                        B + b_off[(size_t)i], N, 0.0f, O + i * M * N, N);
+        },
+        work);
+  }
+  if (dt == DType::Float16) {
+    return make_kernel(
+        [=](RunContext&) {
+          std::vector<float> fa((size_t)(M * K)), fb((size_t)(K * N)), fo((size_t)(M * N));
+          const f16* A = a->as<f16>();
+          const f16* B = b->as<f16>();
+          f16* O = o->as<f16>();
+          for (int64_t i = 0; i < nb; ++i) {
+            for (int64_t j = 0; j < M * K; ++j) fa[(size_t)j] = A[a_off[(size_t)i] + j];
+            for (int64_t j = 0; j < K * N; ++j) fb[(size_t)j] = B[b_off[(size_t)i] + j];
+            blas::sgemm(false, false, M, N, K, 1.0f, fa.data(), K, fb.data(), N, 0.0f,
+                        fo.data(), N);
+            for (int64_t j = 0; j < M * N; ++j) O[i * M * N + j] = f16(fo[(size_t)j]);
+          }
+        },
+        work);
+  }
+  std::unique_ptr<Kernel> k;
+  bool ok2 = IPUXL_DISPATCH_NUMERIC(dt, {
+    using T = scalar_t;
+    using Acc = std::conditional_t<std::is_floating_point_v<T> || std::is_same_v<T, f16>, double,
+                                   std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+    k = make_kernel(
+        [=](RunContext&) {
+          const T* A = a->as<T>();
+          const T* B = b->as<T>();
+          T* O = o->as<T>();
+          for (int64_t i = 0; i < nb; ++i)
+            blas::gemm_ref<T, Acc>(M, N, K, A + a_off[(size_t)i], B + b_off[(size_t)i],
+                                   O + i * M * N);
+        },
+        work);
+  });
+  if (!ok2) d.fail(std::string("unsupported dtype ") + dtype_name(dt));
+  return k;
+}
+
+}  // namespace
+
+IPUXL_REGISTER_KERNEL("MatMul", matmul_factory);
+
+}  // namespace ipuxl

@@ -1,0 +1,59 @@
+"""Loads the compiled core (``ipuxl._core``) and installs the BLAS it uses.
+
+``IPUXL_CORE_DIR`` may name a directory holding a freshly built ``_core``
+extension (developer builds outside the package). The GEMM comes from the
+``scipy-openblas32`` wheel: its ``cblas_sgemm`` is found with ctypes and its
+address handed to the core, so the extension has no link-time dependency.
+"""
+import ctypes
+import glob
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+__all__ = ["core"]
+
+
+def _load_core():
+    override = os.environ.get("IPUXL_CORE_DIR")
+    if override:
+        cands = sorted(glob.glob(os.path.join(override, "_core*.so")) +
+                       glob.glob(os.path.join(override, "_core*.pyd")))
+        if not cands:
+            raise ImportError(f"IPUXL_CORE_DIR={override!r} holds no _core extension")
+        loader = importlib.machinery.ExtensionFileLoader("ipuxl._core", cands[0])
+        spec = importlib.util.spec_from_file_location("ipuxl._core", cands[0], loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        sys.modules["ipuxl._core"] = mod
+        return mod
+    from . import _core as mod  # noqa: PLC0415
+
+    return mod
+
+
+def _install_blas(mod) -> str:
+    if os.environ.get("IPUXL_NO_BLAS"):
+        return "builtin"
+    try:
+        import scipy_openblas32 as sob
+    except ImportError:
+        return "builtin"
+    lib_dir = sob.get_lib_dir()
+    cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
+                   glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))
+    if not cands:
+        return "builtin"
+    lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+    prefix = sob.get_prefix() if hasattr(sob, "get_prefix") else "scipy_"
+    fn = getattr(lib, f"{prefix}cblas_sgemm", None)
+    if fn is None:
+        return "builtin"
+    mod.set_sgemm(ctypes.cast(fn, ctypes.c_void_p).value)
+    _install_blas.lib = lib  # keep the library loaded
+    return f"scipy-openblas32 ({cands[0]})"
+
+
+core = _load_core()
+blas_backend = _install_blas(core)

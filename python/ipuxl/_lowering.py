@@ -1,0 +1,110 @@
+"""Lowering of an Ir into the C++ core's ProgramDesc, and the Engine built from it.
+
+Graphs reachable from the main graph are numbered in discovery order, tensors
+in graph-then-creation order, so the lowered program is the same whatever
+PYTHONHASHSEED is. Attributes whose key starts with ``_`` stay in Python;
+``_stream`` becomes the core's stream index.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import numpy as np
+
+from ._core_loader import core
+from .streams import _Stream
+from .tensor import Constant, Tensor, Variable
+
+__all__ = ["LoweredProgram", "lower_ir"]
+
+_KIND_INTERMEDIATE, _KIND_INPUT, _KIND_CONSTANT, _KIND_VARIABLE = 0, 1, 2, 3
+
+
+@dataclass
+class LoweredProgram:
+    desc: object
+    engine: object
+    graph_index: Dict[object, int] = field(default_factory=dict)
+    tensor_index: Dict[Tensor, int] = field(default_factory=dict)
+    stream_index: Dict[_Stream, int] = field(default_factory=dict)
+    streams: List[_Stream] = field(default_factory=list)
+    stream_item_bytes: List[int] = field(default_factory=list)
+    variables: List[Variable] = field(default_factory=list)
+
+
+def _reachable_graphs(ir):
+    order, seen = [], set()
+    stack = [ir.main_graph]
+    while stack:
+        g = stack.pop(0)
+        if g.name in seen:
+            continue
+        seen.add(g.name)
+        order.append(g)
+        for op in g._ops:
+            for cg in op.called_graphs:
+                if cg.name not in seen:
+                    stack.append(cg)
+    return order
+
+
+def _core_attrs(op, prog: LoweredProgram) -> dict:
+    out = {}
+    if op.type in ("Call", "Repeat"):
+        out["modified"] = sorted(op.modified)
+    for k, v in op.attrs.items():
+        if k == "_stream":
+            out["stream"] = prog.stream_index[v]
+        elif k.startswith("_"):
+            continue
+        elif isinstance(v, np.ndarray):
+            out[k] = v.tolist()
+        elif isinstance(v, (np.integer,)):
+            out[k] = int(v)
+        elif isinstance(v, (np.floating,)):
+            out[k] = float(v)
+        else:
+            out[k] = v
+    return out
+
+
+def lower_ir(ir) -> LoweredProgram:
+    desc = core.ProgramDesc()
+    prog = LoweredProgram(desc=desc, engine=None)
+    for s in sorted(ir._streams):
+        prog.stream_index[s] = desc.add_stream(s.tensor_id, s.dtype._core_code, list(s.shape),
+                                               s._direction == "h2d")
+        prog.streams.append(s)
+        prog.stream_item_bytes.append(int(np.prod(s.shape, dtype=np.int64)) * s.dtype.itemsize)
+    graphs = _reachable_graphs(ir)
+    for g in graphs:
+        prog.graph_index[g] = desc.add_graph(g.name or "main")
+    for g in graphs:
+        gi = prog.graph_index[g]
+        inputs = set(g._inputs)
+        for t in g._tensors.values():
+            if isinstance(t, Variable):
+                kind = _KIND_VARIABLE
+            elif isinstance(t, Constant):
+                kind = _KIND_CONSTANT
+            elif t in inputs:
+                kind = _KIND_INPUT
+            else:
+                kind = _KIND_INTERMEDIATE
+            idx = desc.add_tensor(gi, t.id, t.dtype._core_code, list(t.shape), kind)
+            prog.tensor_index[t] = idx
+            if kind == _KIND_CONSTANT:
+                desc.set_tensor_data(idx, np.ascontiguousarray(t._host_data))
+            elif kind == _KIND_VARIABLE:
+                prog.variables.append(t)
+    for g in graphs:
+        gi = prog.graph_index[g]
+        for op in g._ops:
+            ins = [-1 if t is None else prog.tensor_index[t] for t in op.inputs]
+            outs = [prog.tensor_index[t] for t in op.outputs]
+            desc.add_op(gi, op.type, op.name, ins, outs, _core_attrs(op, prog),
+                        [prog.graph_index[cg] for cg in op.called_graphs],
+                        [tuple(a) for a in op.aliases])
+        desc.set_graph_io(gi, [prog.tensor_index[t] for t in g._inputs],
+                          [prog.tensor_index[t] for t in g._outputs])
+    prog.engine = core.Engine(desc, prog.graph_index[ir.main_graph])
+    return prog

@@ -1,0 +1,148 @@
+"""Element types, mirroring ``popxl.dtypes``.
+
+Each dtype carries the integer code the C++ core uses (cpp/core/dtype.hpp);
+keep the two lists in step. fp8 and complex types exist so that programs
+naming them import, but the core cannot run them: ops reject them.
+"""
+from typing import Any, Dict
+
+import numpy as np
+
+__all__ = [
+    "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+    "uint64", "half", "float8_143", "float8_152", "float16", "float", "float32", "double",
+    "float64", "complex64", "complex128",
+]
+
+_builtin_bool = bool
+_builtin_float = float
+_builtin_int = int
+
+np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
+np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
+
+
+class dtype:
+    """A PopXL element type. Instances are unique: compare with ``==`` or ``is``."""
+
+    _by_name: Dict[str, "dtype"] = {}
+    _by_np: Dict[Any, "dtype"] = {}
+
+    def __init__(self):
+        raise TypeError("popxl.dtype cannot be constructed directly; use popxl.float32 and friends")
+
+    @classmethod
+    def _new(cls, name, code, np_type, is_complex=False, is_int=False, is_fp=False,
+             is_signed=False, torch_name=None):
+        self = object.__new__(cls)
+        self._name = name
+        self._code = code
+        self._np_type = np_type
+        self._is_complex = is_complex
+        self._is_int = is_int
+        self._is_fp = is_fp
+        self._is_signed = is_signed
+        self._torch_name = torch_name or name
+        cls._by_name[name] = self
+        if np_type is not None:
+            cls._by_np.setdefault(np.dtype(np_type), self)
+        return self
+
+    name = property(lambda self: self._name)
+    is_complex = property(lambda self: self._is_complex)
+    is_int = property(lambda self: self._is_int)
+    is_floating_point = property(lambda self: self._is_fp)
+    is_signed = property(lambda self: self._is_signed)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self._np_type).itemsize
+
+    @property
+    def _core_code(self) -> int:
+        if self._code is None:
+            raise NotImplementedError(f"dtype {self!r} is not supported by the ipuxl core")
+        return self._code
+
+    @classmethod
+    def from_name(cls, name: str) -> "dtype":
+        try:
+            return cls._by_name[name]
+        except KeyError:
+            raise ValueError(f"{name!r} is not a valid popxl dtype name") from None
+
+    @classmethod
+    def as_dtype(cls, d: Any) -> "dtype":
+        """A dtype from a numpy dtype/array, a Python type, a torch dtype or a name."""
+        if isinstance(d, dtype):
+            return d
+        if isinstance(d, str):
+            return cls.from_name(d)
+        if d is _builtin_bool:
+            return bool_
+        if d is _builtin_int:
+            return int64
+        if d is _builtin_float:
+            return float64
+        if isinstance(d, np.ndarray):
+            d = d.dtype
+        mod = type(d).__module__
+        if mod.startswith("torch"):
+            name = str(d).replace("torch.", "")
+            aliases = {"half": "float16", "float": "float32", "double": "float64"}
+            return cls.from_name(aliases.get(name, name))
+        try:
+            npd = np.dtype(d)
+        except TypeError:
+            raise ValueError(f"cannot convert {d!r} to a popxl dtype") from None
+        if npd in cls._by_np:
+            return cls._by_np[npd]
+        raise ValueError(f"numpy dtype {npd} has no popxl equivalent")
+
+    def as_numpy(self) -> np.dtype:
+        if self._np_type is None:
+            raise TypeError(f"{self!r} has no numpy equivalent")
+        return np.dtype(self._np_type)
+
+    def as_torch(self):
+        import torch  # optional dependency
+
+        return getattr(torch, self._torch_name)
+
+    def __repr__(self) -> str:
+        return f"popxl.dtypes.{self._name}"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (dtype.from_name, (self._name,))
+
+
+bool_ = dtype._new("bool", 0, np.bool_)
+int8 = dtype._new("int8", 1, np.int8, is_int=True, is_signed=True)
+uint8 = dtype._new("uint8", 2, np.uint8, is_int=True)
+int16 = dtype._new("int16", 3, np.int16, is_int=True, is_signed=True)
+uint16 = dtype._new("uint16", 4, np.uint16, is_int=True)
+int32 = dtype._new("int32", 5, np.int32, is_int=True, is_signed=True)
+uint32 = dtype._new("uint32", 6, np.uint32, is_int=True)
+int64 = dtype._new("int64", 7, np.int64, is_int=True, is_signed=True)
+uint64 = dtype._new("uint64", 8, np.uint64, is_int=True)
+float16 = dtype._new("float16", 9, np.float16, is_fp=True, is_signed=True)
+float32 = dtype._new("float32", 10, np.float32, is_fp=True, is_signed=True)
+float64 = dtype._new("float64", 11, np.float64, is_fp=True, is_signed=True)
+float8_143 = dtype._new("float8_143", None, np_dtype_float8_143, is_fp=True, is_signed=True)
+float8_152 = dtype._new("float8_152", None, np_dtype_float8_152, is_fp=True, is_signed=True)
+complex64 = dtype._new("complex64", None, np.complex64, is_complex=True, is_signed=True)
+complex128 = dtype._new("complex128", None, np.complex128, is_complex=True, is_signed=True)
+
+globals()["bool"] = bool_
+half = float16
+float = float32  # noqa: A001 - mirrors popxl.float
+double = float64
+
+# 64-bit host data is downcast to these when ``downcast=True``.
+_DOWNCAST = {int64: int32, uint64: uint32, float64: float32}
+
+
+def _downcast(d: dtype) -> dtype:
+    return _DOWNCAST.get(d, d)

@@ -1,0 +1,104 @@
+"""``Op``: one node of a graph, and the helper every builder uses to create one.
+
+An op records its type (the C++ kernel name), its inputs and outputs, its
+attributes, the graphs it calls and which outputs share storage with which
+inputs (in-place and view ops). Builders in ``ipuxl.ops`` check shapes and
+dtypes, then call :func:`create_op`.
+"""
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import dtypes
+
+if TYPE_CHECKING:
+    from .graph import Graph
+    from .tensor import Tensor
+
+__all__ = ["Op", "create_op"]
+
+
+class Op:
+    """A node of a :class:`~ipuxl.Graph`.
+
+    Attributes:
+        id: creation index within the Ir (the schedule order within a graph).
+        type: op type, e.g. ``"Add"``; also the C++ kernel name.
+        name: scoped name (``"scope/add"``), unique within its graph.
+        inputs / outputs: lists of Tensors (an absent optional input is None).
+        attrs: attributes passed to the kernel.
+        called_graphs: graphs the op calls (Call, Repeat, If).
+        aliases: ``(output index, input index)`` pairs that share storage.
+        modified: input indices the op writes to.
+    """
+
+    def __init__(self, graph: "Graph", type: str, name: str, attrs: Dict[str, Any],
+                 called_graphs: Sequence["Graph"] = (), aliases: Sequence[Tuple[int, int]] = (),
+                 modified: Iterable[int] = ()):
+        from .context import get_current_context
+
+        ctx = get_current_context()
+        self.graph = graph
+        self.id = graph.ir._next_op_id()
+        self.type = type
+        self.name = name
+        self.attrs = dict(attrs)
+        self.called_graphs = list(called_graphs)
+        self.aliases = list(aliases)
+        self.modified = set(modified)
+        self.inputs: List[Optional["Tensor"]] = []
+        self.outputs: List["Tensor"] = []
+        self.ipu = ctx._ipu_id
+        self.tile_set = "io" if ctx._io_tile_set else "compute"
+        self.execution_context = ctx._execution_context
+
+    def opType(self) -> str:  # noqa: N802 - PopART name, used by tests
+        return self.type
+
+    def modifies(self) -> bool:
+        return bool(self.modified)
+
+    def __repr__(self) -> str:
+        ins = ", ".join("None" if t is None else t.id for t in self.inputs)
+        outs = ", ".join(t.id for t in self.outputs)
+        return f"{self.type}({self.name}: [{ins}] -> [{outs}])"
+
+
+def create_op(type: str, inputs: Sequence[Optional["Tensor"]],
+              outputs: Sequence[Tuple[str, Sequence[int], dtypes.dtype]],
+              attrs: Optional[Dict[str, Any]] = None, name: Optional[str] = None,
+              called_graphs: Sequence["Graph"] = (), aliases: Sequence[Tuple[int, int]] = (),
+              modified: Iterable[int] = (), graph: Optional["Graph"] = None) -> Op:
+    """Create an op in the current graph.
+
+    Args:
+        type: op type (kernel name).
+        inputs: input tensors, which must belong to the graph (None: absent optional).
+        outputs: ``(name, shape, dtype)`` of each output; names are scoped and
+            made unique.
+        attrs: kernel attributes (ints, floats, strings, lists of them).
+        name: op name; defaults to the lower-cased type.
+        aliases: output/input pairs that share storage (no copy).
+        modified: inputs written by the op.
+    """
+    from .context import get_current_context
+    from .tensor import Tensor
+
+    g = graph if graph is not None else get_current_context().graph
+    for t in inputs:
+        if t is not None and t.graph is not g:
+            raise ValueError(
+                f"{type}: input tensor {t.id!r} is in graph {t.graph.name!r}, not in the current "
+                f"graph {g.name!r}. Pass it as a graph input instead.")
+    ctx = get_current_context()
+    op_name = g._unique_op_name(ctx._scoped_name(name or type.lower()))
+    op = Op(g, type, op_name, attrs or {}, called_graphs, aliases, modified)
+    op.inputs = list(inputs)
+    for out_name, shape, dt in outputs:
+        op.outputs.append(Tensor._create(g, out_name, tuple(int(d) for d in shape), dt,
+                                         producer=op))
+    for i in op.modified:
+        t = op.inputs[i]
+        if t is not None and hasattr(t, "_mark_modified"):
+            t._mark_modified()
+    g._add_op(op)
+    ctx._op_created(op)
+    return op

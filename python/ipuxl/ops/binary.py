@@ -1,0 +1,80 @@
+"""Arithmetic binary ops with NumPy broadcasting: add, sub, mul, div and
+their in-place forms (which write into, and return, the left operand)."""
+from ..op import create_op
+from ..tensor import Tensor
+from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
+                    check_same_dtype, same_tile_set, to_tensor)
+
+__all__ = ["add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_"]
+
+
+def _binary(kind: str, name: str, lhs, rhs) -> Tensor:
+    if not isinstance(lhs, Tensor) and not isinstance(rhs, Tensor):
+        raise TypeError(f"{name}: at least one operand must be a Tensor")
+    lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op=name)
+    rhs = to_tensor(rhs, like=lhs, op=name)
+    check_in_graph(name, lhs=lhs, rhs=rhs)
+    same_tile_set(name, lhs, rhs)
+    check_same_dtype(name, lhs, rhs)
+    check_dtype_in(name, lhs, NUMERIC_DTYPES)
+    shape = broadcast_shapes(name, lhs, rhs)
+    return create_op(kind, [lhs, rhs], [(name, shape, lhs.dtype)], name=name).outputs[0]
+
+
+def _binary_inplace(kind: str, name: str, lhs: Tensor, rhs) -> Tensor:
+    if not isinstance(lhs, Tensor):
+        raise TypeError(f"{name}: the left operand must be a Tensor, got {type(lhs).__name__}")
+    rhs = to_tensor(rhs, like=lhs, op=name)
+    check_in_graph(name, lhs=lhs, rhs=rhs)
+    same_tile_set(name, lhs, rhs)
+    check_same_dtype(name, lhs, rhs)
+    check_dtype_in(name, lhs, NUMERIC_DTYPES)
+    shape = broadcast_shapes(name, lhs, rhs)
+    if shape != lhs.shape:
+        raise ValueError(
+            f"{name}: the result shape {shape} differs from the shape {lhs.shape} of the "
+            f"in-place operand {lhs.id!r}; only the right operand may broadcast")
+    op = create_op(kind, [lhs, rhs], [(name, shape, lhs.dtype)], name=name,
+                   aliases=[(0, 0)], modified=[0])
+    return op.outputs[0]
+
+
+def add(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs + rhs`` with broadcasting."""
+    return _binary("Add", "add", lhs, rhs)
+
+
+def add_(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs += rhs`` in place; returns the updated ``lhs``."""
+    return _binary_inplace("AddLhsInplace", "add_", lhs, rhs)
+
+
+def sub(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs - rhs`` with broadcasting."""
+    return _binary("Sub", "sub", lhs, rhs)
+
+
+def sub_(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs -= rhs`` in place."""
+    return _binary_inplace("SubLhsInplace", "sub_", lhs, rhs)
+
+
+def mul(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs * rhs`` with broadcasting."""
+    return _binary("Mul", "mul", lhs, rhs)
+
+
+def mul_(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs *= rhs`` in place."""
+    return _binary_inplace("MulLhsInplace", "mul_", lhs, rhs)
+
+
+def div(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs / rhs`` with broadcasting (integer division truncates toward zero;
+    division by zero of integers gives 0)."""
+    return _binary("Div", "div", lhs, rhs)
+
+
+def div_(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs /= rhs`` in place."""
+    return _binary_inplace("DivLhsInplace", "div_", lhs, rhs)

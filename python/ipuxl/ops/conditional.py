@@ -1,0 +1,121 @@
+"""``conditional``: run one of two graphs depending on a scalar condition."""
+from typing import Iterable, List, Mapping, Optional, Tuple
+
+from ..errors import popart_exception
+from ..graph import Graph
+from ..op import Op, create_op
+from ..tensor import Tensor
+from .call import bind_inputs
+from .utils import check_in_graph, to_tensor
+
+__all__ = ["conditional", "conditional_with_info", "ConditionalSiteInfo"]
+
+
+class ConditionalSiteInfo:
+    """Parent-side view of a conditional: input 0 is the condition, then the
+    then-branch inputs, then the else-branch inputs."""
+
+    def __init__(self, op: Op, n_then: int):
+        self._op = op
+        self._n_then = n_then
+
+    @property
+    def called_graph(self) -> Tuple[Graph, Graph]:
+        return tuple(self._op.called_graphs)
+
+    @property
+    def inputs(self) -> Tuple[Tensor, ...]:
+        return tuple(self._op.inputs)
+
+    @property
+    def outputs(self) -> Tuple[Tensor, ...]:
+        return tuple(self._op.outputs)
+
+    def is_parent_index_in_then_branch(self, idx: int) -> bool:
+        return 1 <= idx <= self._n_then
+
+    def graph_to_parent_input_index(self, idx: int, then_branch: bool = True) -> int:
+        return 1 + idx if then_branch else 1 + self._n_then + idx
+
+    def parent_to_graph_input_index(self, idx: int) -> int:
+        if idx < 1 or idx >= len(self._op.inputs):
+            raise IndexError(f"parent input index {idx} is not a branch input")
+        return idx - 1 if idx <= self._n_then else idx - 1 - self._n_then
+
+    def graph_to_parent_output_index(self, idx: int) -> int:
+        return idx
+
+    def parent_to_graph_output_index(self, idx: int) -> int:
+        return idx
+
+    def parent_input(self, idx: int) -> Tensor:
+        return self._op.inputs[idx]
+
+    def parent_output(self, idx: int) -> Tensor:
+        return self._op.outputs[idx]
+
+    def graph_to_parent(self, graph_tensor: Tensor) -> Tensor:
+        then_g, else_g = self.called_graph
+        if graph_tensor in then_g._inputs:
+            return self._op.inputs[1 + then_g._inputs.index(graph_tensor)]
+        if graph_tensor in else_g._inputs:
+            return self._op.inputs[1 + self._n_then + else_g._inputs.index(graph_tensor)]
+        for g in (then_g, else_g):
+            if graph_tensor in g._outputs:
+                return self._op.outputs[g._outputs.index(graph_tensor)]
+        raise ValueError(f"Tensor {graph_tensor.id} is not an input or output of either branch")
+
+    def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
+        then_g, else_g = self.called_graph
+        for i, t in enumerate(self._op.inputs[1:], start=1):
+            if t == parent_tensor:
+                return then_g._inputs[i - 1] if i <= self._n_then else \
+                    else_g._inputs[i - 1 - self._n_then]
+        raise ValueError(f"Tensor {parent_tensor.id} is not a branch input of this conditional")
+
+    def set_parent_input_modified(self, parent_tensor: Tensor, infer_modified_regions: bool = False):
+        raise NotImplementedError(
+            "ConditionalSiteInfo.set_parent_input_modified is not supported by ipuxl")
+
+
+def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
+                          then_inputs: Optional[Iterable[Tensor]] = None,
+                          else_inputs: Optional[Iterable[Tensor]] = None,
+                          then_inputs_dict: Optional[Mapping[Tensor, Tensor]] = None,
+                          else_inputs_dict: Optional[Mapping[Tensor, Tensor]] = None,
+                          check_inputs: bool = True) -> ConditionalSiteInfo:
+    """As :func:`conditional`, returning a :class:`ConditionalSiteInfo`."""
+    cond = to_tensor(cond, op="conditional")
+    check_in_graph("conditional", cond=cond)
+    if cond.nelms != 1:
+        raise ValueError(f"conditional: the condition {cond.id!r} must have one element, has "
+                         f"shape {cond.shape}")
+    t_par = bind_inputs("conditional", then_branch, then_inputs or [], then_inputs_dict, check_inputs)
+    e_par = bind_inputs("conditional", else_branch, else_inputs or [], else_inputs_dict, check_inputs)
+    if len(then_branch.outputs) != len(else_branch.outputs):
+        raise popart_exception(
+            f"conditional: then branch {then_branch.name!r} has {len(then_branch.outputs)} "
+            f"outputs, else branch {else_branch.name!r} has {len(else_branch.outputs)}")
+    for i, (a, b) in enumerate(zip(then_branch.outputs, else_branch.outputs)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise popart_exception(
+                f"conditional: output {i} differs between branches: {a.id!r} "
+                f"{a.dtype.name}{a.shape} vs {b.id!r} {b.dtype.name}{b.shape}")
+    nt = len(t_par)
+    attrs = {"then_inputs": list(range(1, 1 + nt)),
+             "else_inputs": list(range(1 + nt, 1 + nt + len(e_par)))}
+    outs = [(t.name.split("/")[-1], t.shape, t.dtype) for t in then_branch.outputs]
+    op = create_op("If", [cond] + t_par + e_par, outs, attrs, name="if",
+                   called_graphs=[then_branch, else_branch])
+    return ConditionalSiteInfo(op, nt)
+
+
+def conditional(cond: Tensor, then_branch: Graph, else_branch: Graph,
+                then_inputs: Optional[Iterable[Tensor]] = None,
+                else_inputs: Optional[Iterable[Tensor]] = None,
+                then_inputs_dict: Optional[Mapping[Tensor, Tensor]] = None,
+                else_inputs_dict: Optional[Mapping[Tensor, Tensor]] = None) -> Tuple[Tensor, ...]:
+    """Run ``then_branch`` if ``cond`` is true, else ``else_branch``; both must
+    have outputs of the same shapes and dtypes. Returns the outputs."""
+    return conditional_with_info(cond, then_branch, else_branch, then_inputs, else_inputs,
+                                 then_inputs_dict, else_inputs_dict).outputs

@@ -1,0 +1,25 @@
+"""``init``: a new tensor filled with zeros (or left undefined)."""
+from typing import Iterable, Optional
+
+from .. import dtypes
+from ..op import create_op
+from ..tensor import Tensor
+
+__all__ = ["init"]
+
+
+def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
+         init_type: str = "zero", meta_shape: Optional[Iterable[int]] = None) -> Tensor:
+    """A tensor of ``shape`` and ``dtype``, zero-filled (``"zero"``) or
+    undefined (``"undef"``, zero-filled by the simulator)."""
+    if init_type not in ("zero", "undef"):
+        raise ValueError(f"init: init_type must be 'zero' or 'undef', got {init_type!r}")
+    shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"init: negative dimension in shape {shape}")
+    dt = dtypes.dtype.as_dtype(dtype)
+    dt._core_code  # noqa: B018 - rejects dtypes the core cannot hold
+    op = create_op("Init", [], [(name or "init", shape, dt)], {"init_type": init_type},
+                   name="init")
+    op.outputs[0]._meta_shape = tuple(meta_shape or ())
+    return op.outputs[0]

@@ -1,0 +1,64 @@
+"""``matmul`` with NumPy semantics (1-D operands promoted, batch broadcast)."""
+from typing import Optional
+
+import numpy as np
+
+from .. import dtypes
+from ..op import create_op
+from ..tensor import Tensor
+from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, check_same_dtype, to_tensor
+
+__all__ = ["matmul"]
+
+
+def matmul_shape(op: str, a: Tensor, b: Tensor):
+    if a.rank == 0 or b.rank == 0:
+        raise ValueError(f"{op}: operands must have rank >= 1, got {a.id!r} {a.shape} and "
+                         f"{b.id!r} {b.shape}")
+    sa = (1,) + a.shape if a.rank == 1 else a.shape
+    sb = b.shape + (1,) if b.rank == 1 else b.shape
+    if sa[-1] != sb[-2]:
+        raise ValueError(
+            f"{op}: contraction dimensions differ: {a.id!r} {a.shape} @ {b.id!r} {b.shape} "
+            f"({sa[-1]} != {sb[-2]})")
+    try:
+        batch = tuple(int(d) for d in np.broadcast_shapes(sa[:-2], sb[:-2]))
+    except ValueError:
+        raise ValueError(f"{op}: batch dimensions do not broadcast: {a.id!r} {a.shape} @ "
+                         f"{b.id!r} {b.shape}") from None
+    out = batch
+    if a.rank > 1:
+        out += (sa[-2],)
+    if b.rank > 1:
+        out += (sb[-1],)
+    return out
+
+
+def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float] = None,
+           output_type: Optional[dtypes.dtype] = None,
+           partials_type: Optional[dtypes.dtype] = None) -> Tensor:
+    """Matrix product of ``lhs`` and ``rhs`` (``numpy.matmul`` semantics).
+
+    ``available_memory_proportion`` and ``partials_type`` tune the IPU
+    implementation; float16 products accumulate in float32 here.
+    ``output_type`` casts the result.
+    """
+    lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op="matmul")
+    rhs = to_tensor(rhs, like=lhs, op="matmul")
+    check_in_graph("matmul", lhs=lhs, rhs=rhs)
+    check_same_dtype("matmul", lhs, rhs)
+    check_dtype_in("matmul", lhs, NUMERIC_DTYPES)
+    if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
+        raise ValueError(f"matmul: available_memory_proportion must be in (0, 1], got "
+                         f"{available_memory_proportion}")
+    shape = matmul_shape("matmul", lhs, rhs)
+    attrs = {}
+    if available_memory_proportion is not None:
+        attrs["available_memory_proportion"] = float(available_memory_proportion)
+    out = create_op("MatMul", [lhs, rhs], [("matmul", shape, lhs.dtype)], attrs,
+                    name="matmul").outputs[0]
+    if output_type is not None and dtypes.dtype.as_dtype(output_type) != out.dtype:
+        from .cast import cast
+
+        out = cast(out, dtypes.dtype.as_dtype(output_type))
+    return out

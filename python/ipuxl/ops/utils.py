@@ -1,0 +1,101 @@
+"""Checks and conversions shared by op builders.
+
+Every error names the op and the tensors involved, and is raised while the
+graph is built, never later.
+"""
+from typing import Iterable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import dtypes
+from ..context import get_current_graph
+from ..tensor import Tensor, constant
+
+__all__ = [
+    "check_in_graph", "check_tensor", "broadcast_shapes", "to_tensor", "normalize_axis",
+    "check_dtype_in", "check_same_dtype", "same_tile_set",
+]
+
+FLOAT_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
+INT_DTYPES = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
+              dtypes.uint32, dtypes.int64, dtypes.uint64)
+NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
+ALL_DTYPES = NUMERIC_DTYPES + (dtypes.bool,)
+
+
+def check_tensor(op: str, name: str, t) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: argument {name!r} must be a Tensor, got {type(t).__name__}")
+    return t
+
+
+def check_in_graph(op: str, **tensors: Optional[Tensor]) -> None:
+    """Raise if any tensor is not in the current graph."""
+    g = get_current_graph()
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        check_tensor(op, name, t)
+        if t.graph is not g:
+            raise ValueError(
+                f"{op}: tensor {t.id!r} ({name}) is in graph {t.graph.name!r} but the current graph "
+                f"is {g.name!r}. Tensors from another graph must be passed in as graph inputs.")
+
+
+def same_tile_set(op: str, *ts: Tensor) -> None:
+    sets = {t.tile_set for t in ts if t is not None}
+    if len(sets) > 1:
+        raise ValueError(f"{op}: inputs are on different tile sets {sorted(sets)}; use "
+                         "ops.io_tile_copy to move tensors between IO and compute tiles")
+
+
+def broadcast_shapes(op: str, *tensors: Tensor) -> Tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*[t.shape for t in tensors]))
+    except ValueError:
+        desc = ", ".join(f"{t.id!r} {t.shape}" for t in tensors)
+        raise ValueError(f"{op}: shapes do not broadcast: {desc}") from None
+
+
+def to_tensor(value, like: Optional[Tensor] = None, dtype: Optional[dtypes.dtype] = None,
+              op: str = "op") -> Tensor:
+    """A Tensor from a Tensor or host value (a constant of ``like``'s dtype)."""
+    if isinstance(value, Tensor):
+        return value
+    dt = dtype if dtype is not None else (like.dtype if like is not None else None)
+    try:
+        arr = np.asarray(value, dtype=None if dt is None else dt.as_numpy())
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: cannot convert {value!r} to a tensor") from None
+    if arr.dtype == object:
+        raise TypeError(f"{op}: cannot convert {value!r} to a tensor")
+    return constant(arr, dt)
+
+
+def normalize_axis(op: str, axis: int, rank: int, name: str = "axis") -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: {name} must be an int, got {axis!r}")
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{op}: {name} {axis} is out of range for a tensor of rank {rank}")
+    return int(axis) % max(rank, 1)
+
+
+def normalize_axes(op: str, axes: Iterable[int], rank: int) -> Tuple[int, ...]:
+    out = tuple(normalize_axis(op, a, rank) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
+    return out
+
+
+def check_dtype_in(op: str, t: Tensor, allowed: Sequence[dtypes.dtype], what: str = "") -> None:
+    if t.dtype not in allowed:
+        names = ", ".join(d.name for d in allowed)
+        raise TypeError(f"{op}: tensor {t.id!r} has dtype {t.dtype.name}; {what or 'expected'} "
+                        f"one of: {names}")
+
+
+def check_same_dtype(op: str, *ts: Tensor) -> None:
+    dts = {t.dtype for t in ts}
+    if len(dts) > 1:
+        desc = ", ".join(f"{t.id!r} ({t.dtype.name})" for t in ts)
+        raise TypeError(f"{op}: inputs must have the same dtype, got {desc}")

@@ -1,0 +1,2 @@
+"""Variable-update ops, mirroring ``popxl.ops.var_updates`` (being written)."""
+__all__ = []

@@ -1,0 +1,300 @@
+"""``Session``, mirroring ``popxl.Session``: compiles an Ir once and runs it.
+
+The Ir is lowered into the C++ core's ProgramDesc (see ``_lowering``) and an
+Engine is built; ``run`` validates the host arrays and crosses into C++ once.
+Host copies of variables follow PopXL's rules: ``weights_from_host`` when a
+context attaches, ``weights_to_host`` when it detaches, lazily on
+``get_tensor_data`` when the device copy is newer.
+"""
+import os
+import sys
+from typing import Dict, Iterable, List, Mapping, Optional
+
+import numpy as np
+
+from . import dtypes
+from ._lowering import LoweredProgram, lower_ir
+from .ir import Ir
+from .streams import DeviceToHostStream, HostToDeviceStream
+from .tensor import Constant, Tensor, Variable
+
+__all__ = ["Session"]
+
+_DEVICES = ("cpu", "ipu_model", "ipu_hw")
+HW_FALLBACK_ENV = "IPUXL_REQUIRE_IPU_HW"
+
+
+def _sdk_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("popart") is not None
+
+
+class Session:
+    """Compile ``ir`` for ``device_desc`` (``"cpu"``, ``"ipu_model"`` or
+    ``"ipu_hw"``) and run it.
+
+    ``"ipu_model"`` and ``"cpu"`` run the ipuxl simulator. ``"ipu_hw"`` needs a
+    Poplar SDK bridge, which ipuxl does not ship: it runs on the simulator
+    after a one-line warning, or raises if ``IPUXL_REQUIRE_IPU_HW=1``.
+    """
+
+    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True):
+        if not isinstance(ir, Ir):
+            raise TypeError(f"Session expects an Ir, got {type(ir).__name__}")
+        device_desc = os.environ.get("POPXL_OFFLINE_DEVICE", device_desc) \
+            if device_desc == "ipu_hw" else device_desc
+        if device_desc not in _DEVICES:
+            raise ValueError(f"device_desc must be one of {_DEVICES}, got {device_desc!r}")
+        if device_desc == "ipu_hw":
+            why = ("a Poplar SDK is importable but ipuxl has no bridge to it yet"
+                   if _sdk_importable() else "no Poplar SDK is importable")
+            if os.environ.get(HW_FALLBACK_ENV, "") not in ("", "0"):
+                raise RuntimeError(
+                    f"Session(device_desc='ipu_hw'): {why}, and {HW_FALLBACK_ENV} is set, so "
+                    "ipuxl will not fall back to the simulator.")
+            print(f"ipuxl: warning: 'ipu_hw' requested but {why}; running on the ipu_model "
+                  f"simulator (set {HW_FALLBACK_ENV}=1 to make this an error)", file=sys.stderr)
+        rf = ir.replication_factor
+        if device_desc == "cpu" and rf > 1:
+            raise ValueError(
+                f"The 'cpu' device does not support replication (replication_factor={rf}); "
+                "use 'ipu_model'.")
+        if rf > 1:
+            raise NotImplementedError(
+                f"Session with replication_factor={rf}: replication is not implemented yet in ipuxl")
+        if not any(g._ops for g in ir._graphs.values()):
+            raise RuntimeError(
+                f"The Ir {ir.id} has no graphs with ops: add ops to ir.main_graph before creating "
+                "a Session.")
+        self._ir = ir
+        self._device = device_desc
+        self.weights_to_host_on_exit = weights_to_host_on_exit
+        ir._prepared = True
+        self._prog: LoweredProgram = lower_ir(ir)
+        self._engine = self._prog.engine
+        self._host: Dict[Variable, np.ndarray] = {
+            v: np.array(v._host_data, copy=True) for v in self._prog.variables}
+        self._attached = False
+        self._host_in_sync = True
+        self._attach_stack: List[bool] = []
+
+    # ---- properties
+    @property
+    def ir(self) -> Ir:
+        return self._ir
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def is_attached(self) -> bool:
+        return self._attached
+
+    @property
+    def engine(self):
+        """The core Engine (``describe()``, ``program_counts()``, ``arena_bytes``)."""
+        return self._engine
+
+    # ---- context management
+    def __enter__(self) -> "Session":
+        was = self._attached
+        self._attach_stack.append(was)
+        if not was:
+            self._attached = True
+            self.weights_from_host()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        was = self._attach_stack.pop()
+        if not was and self._attached:
+            if exc_type is None and self.weights_to_host_on_exit:
+                self.weights_to_host()
+            self._attached = False
+
+    def _assert_attached(self, what: str):
+        if not self._attached:
+            raise ValueError(
+                f"Must be attached to device before calling {what}. Use `with session:` to "
+                "attach.")
+
+    # ---- weights
+    def weights_from_host(self) -> None:
+        """Copy the host values of all variables to the device."""
+        self._assert_attached("weights_from_host")
+        for v, arr in self._host.items():
+            self._engine.write_tensor(self._prog.tensor_index[v], arr)
+        self._host_in_sync = True
+
+    def weights_to_host(self) -> None:
+        """Copy the device values of all variables to the host."""
+        self._assert_attached("weights_to_host")
+        for v, arr in self._host.items():
+            if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
+                raise ValueError(f"weights_to_host: variable {v.id!r} is a read-only memmap")
+            self._engine.read_tensor(self._prog.tensor_index[v], arr)
+        self._host_in_sync = True
+
+    def get_tensor_data(self, tensor: Tensor) -> np.ndarray:
+        return self.get_tensors_data([tensor])[tensor]
+
+    def get_tensors_data(self, tensors: Iterable[Tensor]) -> Dict[Tensor, np.ndarray]:
+        """Host values of variables and constants. Syncs from the device once,
+        if attached and a variable was requested while the host copy is stale."""
+        tensors = list(tensors)
+        for t in tensors:
+            if not isinstance(t, (Variable, Constant)):
+                raise TypeError(f"Tensor {t.id} is not of type Constant or Variable.")
+            if t.ir is not self._ir:
+                raise ValueError(f"Tensor {t.id} does not belong to this session's Ir")
+        if any(isinstance(t, Variable) for t in tensors) and self._attached \
+                and not self._host_in_sync:
+            self.weights_to_host()
+        out = {}
+        for t in tensors:
+            if isinstance(t, Variable):
+                if t not in self._host:  # unused variable: never reached the device
+                    self._host[t] = np.array(t._host_data, copy=True)
+                out[t] = self._host[t].copy()
+            else:
+                out[t] = np.array(t._host_data, copy=True)
+        return out
+
+    def write_variable_data(self, tensor: Variable, data) -> None:
+        self.write_variables_data({tensor: data})
+
+    def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
+        """Set the host values of variables (exact dtype, shape ``shape_on_host``);
+        one ``weights_from_host`` follows if attached."""
+        staged = {}
+        for v, data in tensors.items():
+            if not isinstance(v, Variable):
+                raise TypeError(f"Tensor {getattr(v, 'id', v)} is not of type Variable.")
+            if np.isscalar(data) or isinstance(data, (int, float, bool)):
+                data = np.array(data, dtype=v.dtype.as_numpy())
+            data = np.asarray(data)
+            if data.dtype != v.dtype.as_numpy():
+                raise TypeError(
+                    f"The dtype of the data ({data.dtype}) does not match the dtype of variable "
+                    f"{v.id} ({v.dtype}).")
+            if tuple(data.shape) != tuple(v.shape_on_host):
+                raise ValueError(
+                    f"The shape of the data {data.shape} does not match the shape of variable "
+                    f"{v.id} on the host {v.shape_on_host}.")
+            staged[v] = data
+        if self._attached and not self._host_in_sync:
+            # Keep the device values of the variables not being written.
+            self.weights_to_host()
+        for v, data in staged.items():
+            if v in self._host:
+                self._host[v][...] = data
+            else:
+                self._host[v] = np.array(data, copy=True)
+        if self._attached:
+            self.weights_from_host()
+
+    # ---- running
+    def expected_inputs(self) -> List[HostToDeviceStream]:
+        """The host-to-device streams ``run`` needs data for, in creation order."""
+        return sorted(self._ir.get_all_h2d_streams())
+
+    def _full_shape(self, shape) -> tuple:
+        n = self._ir.num_host_transfers
+        r = self._ir.instance_replication_factor
+        return ((n,) if n > 1 else ()) + ((r,) if r > 1 else ()) + tuple(shape)
+
+    def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
+        """``np.empty`` arrays for every device-to-host stream, shaped
+        ``(num_host_transfers?, replicas?, *shape)``."""
+        return {s: np.empty(self._full_shape(s.shape), dtype=s.dtype.as_numpy())
+                for s in sorted(self._ir.get_all_d2h_streams())}
+
+    def run(self, inputs: Optional[Mapping[HostToDeviceStream, np.ndarray]] = None,
+            downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
+        """Run the main program once; returns the ``host_store``d values."""
+        outputs = self.create_host_outputs()
+        self.run_with_outputs(inputs, outputs, downcast_inputs)
+        return outputs
+
+    def run_with_outputs(self, inputs: Optional[Mapping[HostToDeviceStream, np.ndarray]] = None,
+                         outputs: Optional[Mapping[DeviceToHostStream, np.ndarray]] = None,
+                         downcast_inputs: bool = True) -> None:
+        """Run the main program once, writing into the given output arrays."""
+        self._assert_attached("run")
+        inputs = {} if inputs is None else inputs
+        outputs = {} if outputs is None else outputs
+        prog = self._prog
+        bound: List[Optional[np.ndarray]] = [None] * len(prog.streams)
+        self._check_keys(inputs, self._ir.get_all_h2d_streams(), "input")
+        self._check_keys(outputs, self._ir.get_all_d2h_streams(), "output")
+        n = self._ir.num_host_transfers
+        for s, arr in inputs.items():
+            bound[prog.stream_index[s]] = self._prepare_input(s, arr, downcast_inputs, n)
+        for s, arr in outputs.items():
+            bound[prog.stream_index[s]] = self._prepare_output(s, arr, n)
+        self._engine.run(bound, n, prog.stream_item_bytes)
+        self._host_in_sync = False
+
+    def _check_keys(self, given, expected, what):
+        given_set = set(given.keys())
+        unexpected = [s for s in given_set if s not in expected]
+        missing = [s for s in expected if s not in given_set]
+        if unexpected:
+            names = ", ".join(sorted(str(getattr(s, "tensor_id", s)) for s in unexpected))
+            raise ValueError(
+                f"Unexpected {what} stream(s) provided to the session: {names}. Expected "
+                f"exactly: {', '.join(sorted(s.tensor_id for s in expected)) or '(none)'}")
+        if missing:
+            names = ", ".join(sorted(s.tensor_id for s in missing))
+            raise ValueError(
+                f"Missing {what} stream(s): {names}. Every stream the program "
+                f"{'loads from' if what == 'input' else 'stores to'} needs an array.")
+
+    def _prepare_input(self, s, arr, downcast: bool, n: int) -> np.ndarray:
+        want_dt = s.dtype.as_numpy()
+        a = np.asarray(arr)
+        if a.dtype != want_dt:
+            src = dtypes.dtype.as_dtype(a.dtype) if a.dtype.fields is None else None
+            if downcast and src is not None and dtypes._downcast(src) is s.dtype:
+                a = a.astype(want_dt)
+            elif src is not None and src.is_int == s.dtype.is_int and \
+                    src.is_floating_point == s.dtype.is_floating_point and downcast and \
+                    src.itemsize > s.dtype.itemsize and src.is_signed == s.dtype.is_signed:
+                a = a.astype(want_dt)
+            else:
+                raise ValueError(
+                    f"Input for stream {s.tensor_id} has dtype {a.dtype}, expected "
+                    f"{want_dt} ({s.dtype}).")
+        full = self._full_shape(s.shape)
+        if a.shape != full:
+            ok = False
+            if n > 1 and a.ndim == len(full) and a.shape[1:] == full[1:] and a.shape[0] > n:
+                a = a[:n]  # PopXL accepts a longer leading dimension
+                ok = True
+            elif a.size == int(np.prod(full, dtype=np.int64)) and \
+                    tuple(d for d in a.shape if d != 1) == tuple(d for d in full if d != 1):
+                a = a.reshape(full)
+                ok = True
+            if not ok:
+                raise ValueError(
+                    f"Input for stream {s.tensor_id} has shape {a.shape}, expected {full} "
+                    f"(num_host_transfers={n}, stream shape {s.shape}).")
+        return np.ascontiguousarray(a)
+
+    def _prepare_output(self, s, arr, n: int) -> np.ndarray:
+        full = self._full_shape(s.shape)
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Output for stream {s.tensor_id} must be a numpy array")
+        if arr.dtype != s.dtype.as_numpy():
+            raise ValueError(f"Output array for stream {s.tensor_id} has dtype {arr.dtype}, "
+                             f"expected {s.dtype.as_numpy()}")
+        if arr.size != int(np.prod(full, dtype=np.int64)) or not arr.flags.c_contiguous or \
+                not arr.flags.writeable:
+            raise ValueError(
+                f"Output array for stream {s.tensor_id} must be a writable C-contiguous array "
+                f"of shape {full}, got shape {arr.shape}")
+        return arr
+
+    def __repr__(self):
+        return f"Session[ir={self._ir!r} device={self._device} attached={self._attached}]"

@@ -1,0 +1,488 @@
+"""Tensors, mirroring ``popxl.tensor``: ``Tensor``, ``Variable``, ``Constant``,
+``TensorSpec``, ``TensorByRef`` and the creation functions ``variable``,
+``constant``, ``graph_input`` and ``graph_output``."""
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import dtypes
+from .context import get_current_context, get_current_graph, get_main_graph
+from .errors import UndefinedValue
+
+if TYPE_CHECKING:
+    from .graph import Graph
+    from .op import Op
+
+__all__ = [
+    "Tensor", "Variable", "Constant", "variable", "constant", "graph_input", "graph_output",
+    "TensorByRef", "TensorSpec", "TensorLike", "HostTensor", "remote_variable",
+    "remote_replica_sharded_variable", "replica_sharded_variable", "replica_sharded_buffer",
+]
+
+HostScalarTensor = Union[int, float, bool, np.number, np.ndarray]
+HostTensor = Union[np.ndarray, Sequence]
+
+
+class TensorSpec(Mapping):
+    """Shape, dtype and meta-shape of a tensor, usable wherever a graph input is
+    described (``ir.create_graph(fn, x.spec)``)."""
+
+    def __init__(self, shape: Tuple[int, ...], dtype: dtypes.dtype, meta_shape: Tuple[int, ...] = ()):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.dtype.as_dtype(dtype)
+        self.meta_shape = tuple(meta_shape)
+
+    def to_dict(self):
+        return {"shape": self.shape, "dtype": self.dtype, "meta_shape": self.meta_shape}
+
+    def to_tuple(self):
+        return (self.shape, self.dtype, self.meta_shape)
+
+    def __getitem__(self, key):
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self):
+        return 3
+
+    def __hash__(self):
+        return hash(self.to_tuple())
+
+    def __eq__(self, other):
+        return isinstance(other, TensorSpec) and self.to_tuple() == other.to_tuple()
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype}, meta_shape={self.meta_shape})"
+
+
+class Tensor:
+    """A tensor of a graph. Created by ops and the creation functions, never directly."""
+
+    def __init__(self):
+        raise TypeError(
+            "Tensor cannot be constructed directly; use popxl.variable, popxl.constant, "
+            "popxl.graph_input or an op.")
+
+    @classmethod
+    def _create(cls, graph: "Graph", name: str, shape: Tuple[int, ...], dtype: dtypes.dtype,
+                producer: Optional["Op"] = None, meta_shape: Tuple[int, ...] = ()):
+        if not isinstance(dtype, dtypes.dtype):
+            raise TypeError(f"dtype must be a popxl dtype, got {dtype!r}")
+        for d in shape:
+            if d < 0:
+                raise ValueError(f"tensor {name!r}: negative dimension in shape {shape}")
+        self = object.__new__(cls)
+        self._graph = graph
+        self._id = graph._create_tensor_id(name)
+        self._shape = tuple(shape)
+        self._dtype = dtype
+        self._meta_shape = tuple(meta_shape)
+        self._producer = producer
+        self._consumers = []
+        graph._add_tensor(self)
+        return self
+
+    # ---- identity
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        """The id without the graph's scope."""
+        scope = self._graph._scope_prefix
+        return self._id[len(scope):] if scope and self._id.startswith(scope) else self._id
+
+    @property
+    def scope(self) -> str:
+        return self._graph.name
+
+    @property
+    def graph(self) -> "Graph":
+        return self._graph
+
+    @property
+    def ir(self):
+        return self._graph.ir
+
+    @property
+    def producer(self) -> Optional["Op"]:
+        return self._producer
+
+    # ---- type and shape
+    @property
+    def dtype(self) -> dtypes.dtype:
+        return self._dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._shape
+
+    @property
+    def meta_shape(self) -> Tuple[int, ...]:
+        return self._meta_shape
+
+    @property
+    def rank(self) -> int:
+        return len(self._shape)
+
+    @property
+    def nelms(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self._shape, self._dtype, self._meta_shape)
+
+    @property
+    def location_info(self):
+        return None
+
+    @property
+    def ipu(self) -> int:
+        p = self._producer
+        if p is not None:
+            return p.ipu
+        return get_current_context()._ipu_id if self.tensor_type != "Variable" else 0
+
+    @property
+    def tile_set(self) -> str:
+        p = self._producer
+        return p.tile_set if p is not None else "compute"
+
+    @property
+    def in_sync_with_ipu(self) -> bool:
+        return True
+
+    @property
+    def tensor_type(self) -> str:
+        return "ActGrad"
+
+    def strides(self, shape=None):
+        shape = self._shape if shape is None else tuple(shape)
+        item = self._dtype.itemsize
+        out, acc = [], item
+        for d in reversed(shape):
+            out.append(acc)
+            acc *= d
+        return list(reversed(out))
+
+    # ---- methods delegating to ops
+    def _ops(self):
+        from . import ops
+
+        return ops
+
+    def transpose(self, permutation=None):
+        return self._ops().transpose(self, permutation)
+
+    def transpose_(self, permutation=None):
+        return self._ops().transpose_(self, permutation)
+
+    @property
+    def T(self):  # noqa: N802
+        return self.transpose()
+
+    @property
+    def T_(self):  # noqa: N802
+        return self.transpose_()
+
+    def reshape(self, shape):
+        return self._ops().reshape(self, shape)
+
+    def reshape_(self, shape):
+        return self._ops().reshape_(self, shape)
+
+    def flatten(self):
+        return self._ops().flatten(self)
+
+    def flatten_(self):
+        return self._ops().flatten_(self)
+
+    def detach(self):
+        return self._ops().detach(self)
+
+    def detach_(self):
+        return self._ops().detach_(self)
+
+    def copy_to_ipu(self, destination: int, source: Optional[int] = None):
+        return self._ops().ipu_copy(self, destination, source)
+
+    def diag(self):
+        if self.rank != 2:
+            raise ValueError(f"diag: tensor {self.id!r} must be 2-D, has shape {self.shape}")
+        return self.flatten()[:: self.shape[1] + 1]
+
+    def _ensure_tensor(self, value, dtype=None) -> "Tensor":
+        """Turn a host value into a constant of ``dtype`` (default: this tensor's)."""
+        if isinstance(value, Tensor):
+            return value
+        dt = self._dtype if dtype is None else dtype
+        arr = np.asarray(value, dtype=dt.as_numpy())
+        if arr.size == 0:
+            raise ValueError(f"cannot turn the empty value {value!r} into a tensor")
+        return constant(arr, dt)
+
+    # ---- dunders
+    def __add__(self, o):
+        return self._ops().add(self, self._ensure_tensor(o))
+
+    def __radd__(self, o):
+        return self._ops().add(self._ensure_tensor(o), self)
+
+    def __iadd__(self, o):
+        return self._ops().add_(self, self._ensure_tensor(o))
+
+    def __sub__(self, o):
+        return self._ops().sub(self, self._ensure_tensor(o))
+
+    def __rsub__(self, o):
+        return self._ops().sub(self._ensure_tensor(o), self)
+
+    def __isub__(self, o):
+        return self._ops().sub_(self, self._ensure_tensor(o))
+
+    def __mul__(self, o):
+        return self._ops().mul(self, self._ensure_tensor(o))
+
+    def __rmul__(self, o):
+        return self._ops().mul(self._ensure_tensor(o), self)
+
+    def __imul__(self, o):
+        return self._ops().mul_(self, self._ensure_tensor(o))
+
+    def __truediv__(self, o):
+        return self._ops().div(self, self._ensure_tensor(o))
+
+    def __rtruediv__(self, o):
+        return self._ops().div(self._ensure_tensor(o), self)
+
+    def __itruediv__(self, o):
+        return self._ops().div_(self, self._ensure_tensor(o))
+
+    def __mod__(self, o):
+        return self._ops().fmod(self, self._ensure_tensor(o))
+
+    def __rmod__(self, o):
+        return self._ops().fmod(self._ensure_tensor(o), self)
+
+    def __pow__(self, o):
+        return self._ops().pow(self, o if isinstance(o, (int, float)) else self._ensure_tensor(o))
+
+    def __rpow__(self, o):
+        return self._ops().pow(self._ensure_tensor(o), self)
+
+    def __matmul__(self, o):
+        return self._ops().matmul(self, self._ensure_tensor(o))
+
+    def __rmatmul__(self, o):
+        return self._ops().matmul(self._ensure_tensor(o), self)
+
+    def __neg__(self):
+        return self._ops().negate(self)
+
+    def __and__(self, o):
+        return self._ops().logical_and(self, self._ensure_tensor(o))
+
+    def __rand__(self, o):
+        return self._ops().logical_and(self._ensure_tensor(o), self)
+
+    def __or__(self, o):
+        return self._ops().logical_or(self, self._ensure_tensor(o))
+
+    def __ror__(self, o):
+        return self._ops().logical_or(self._ensure_tensor(o), self)
+
+    def __invert__(self):
+        return self._ops().logical_not(self)
+
+    def __getitem__(self, key):
+        from .ops.indexing import tensor_getitem
+
+        return tensor_getitem(self, key)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise ValueError(f"len() of a scalar tensor {self.id!r}")
+        return self._shape[0]
+
+    __iter__ = None
+    __contains__ = None
+    __array_ufunc__ = None
+
+    def __bool__(self):
+        raise TypeError(
+            f"The truth value of tensor {self.id!r} is not known while the graph is built; "
+            "use ops.conditional for data-dependent control flow.")
+
+    def __hash__(self):
+        return hash((self._id, id(self._graph.ir)))
+
+    def __eq__(self, other):
+        return isinstance(other, Tensor) and self._id == other._id and self._graph is other._graph
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}[{self.id} {self.dtype} {self.shape}]"
+
+
+class Variable(Tensor):
+    """A tensor whose value persists across runs (weights, optimiser state)."""
+
+    @property
+    def tensor_type(self) -> str:
+        return "Variable"
+
+    @property
+    def replica_grouping(self):
+        return self._replica_grouping
+
+    @property
+    def retrieval_mode(self) -> str:
+        return self._retrieval_mode
+
+    @property
+    def shape_on_replica(self) -> Tuple[int, ...]:
+        return self._shape
+
+    @property
+    def shape_on_host(self) -> Tuple[int, ...]:
+        groups = self._replica_grouping.num_groups if self._replica_grouping is not None else 1
+        if groups > 1:
+            return (groups,) + self._shape
+        return self._shape
+
+    def copy_to_ipu(self, destination: int, source: int):
+        return self._ops().ipu_copy(self, destination, source)
+
+
+class Constant(Tensor):
+    """A tensor with a fixed value, embedded in the program."""
+
+    @property
+    def tensor_type(self) -> str:
+        return "Const"
+
+    def copy_to_ipu(self, destination: int, source: int):
+        return self._ops().ipu_copy(self, destination, source)
+
+
+TensorLike = Union[Tensor, HostScalarTensor, Iterable]
+
+
+def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: str) -> Tuple[np.ndarray, dtypes.dtype]:
+    if isinstance(data, Tensor):
+        raise TypeError(f"{what}: data must be host data (numpy, list, scalar), not a Tensor")
+    if dtype is not None:
+        dt = dtypes.dtype.as_dtype(dtype)
+        if dt.as_numpy().fields is not None:
+            raise NotImplementedError(f"{what}: dtype {dt} (fp8) is not supported by ipuxl")
+        arr = np.array(data, dtype=dt.as_numpy(), copy=True)
+        return arr, dt
+    if isinstance(data, np.memmap):
+        arr = data
+    else:
+        arr = np.array(data, copy=True)
+    if arr.dtype == object:
+        raise TypeError(f"{what}: cannot convert {type(data).__name__} to a tensor")
+    dt = dtypes.dtype.as_dtype(arr.dtype)
+    if downcast:
+        dt2 = dtypes._downcast(dt)
+        if dt2 is not dt:
+            arr = arr.astype(dt2.as_numpy())
+            dt = dt2
+    return arr, dt
+
+
+def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+             downcast: bool = True, replica_grouping=None, retrieval_mode: Optional[str] = None,
+             log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None) -> Variable:
+    """A variable initialised with ``data``. Only in the main graph.
+
+    64-bit host data is downcast to 32 bits unless ``downcast=False`` or a
+    dtype is given.
+    """
+    g = get_current_graph()
+    if g is not g.ir.main_graph:
+        raise ValueError(
+            f"popxl.variable can only be created in the main graph, not in {g.name!r}. "
+            "Pass it to subgraphs as an input.")
+    arr, dt = _to_host_array(data, dtype, downcast, "variable")
+    if retrieval_mode not in (None, "one_per_group", "all_replicas"):
+        raise ValueError(f"retrieval_mode must be 'one_per_group' or 'all_replicas', got {retrieval_mode!r}")
+    if replica_grouping is None:
+        replica_grouping = g.ir.replica_grouping()
+    expected_shape = arr.shape
+    shape = arr.shape
+    if replica_grouping.num_groups > 1:
+        if arr.shape[:1] != (replica_grouping.num_groups,):
+            raise ValueError(
+                f"variable {name!r}: with {replica_grouping.num_groups} replica groups the host "
+                f"data must have shape (num_groups, ...), got {arr.shape}")
+        shape = arr.shape[1:]
+    t = Variable._create(g, name or "t", shape, dt)
+    t._host_data = arr
+    t._replica_grouping = replica_grouping
+    t._retrieval_mode = retrieval_mode or "one_per_group"
+    del expected_shape
+    return t
+
+
+def constant(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+             downcast: bool = True, log2_scale: Optional[int] = None,
+             nan_on_overflow: Optional[bool] = None) -> Constant:
+    """A constant tensor in the current graph."""
+    g = get_current_graph()
+    arr, dt = _to_host_array(data, dtype, downcast, "constant")
+    t = Constant._create(g, name or "t", arr.shape, dt)
+    t._host_data = np.ascontiguousarray(arr)
+    return t
+
+
+def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
+                by_ref: bool = False, meta_shape: Optional[Iterable[int]] = None) -> Tensor:
+    """Add an input to the current graph (a subgraph)."""
+    g = get_current_graph()
+    dt = dtypes.dtype.as_dtype(dtype)
+    t = Tensor._create(g, name or "t", tuple(shape), dt, meta_shape=tuple(meta_shape or ()))
+    g._add_input(t, by_ref=by_ref)
+    return t
+
+
+def graph_output(t: Tensor) -> None:
+    """Mark ``t`` as an output of the current graph."""
+    g = get_current_graph()
+    if not isinstance(t, Tensor):
+        raise TypeError(f"graph_output expects a Tensor, got {type(t).__name__}")
+    if t.graph is not g:
+        raise ValueError(f"graph_output: tensor {t.id!r} is not in the current graph {g.name!r}")
+    g._add_output(t)
+
+
+class _TensorByRefMeta(type):
+    def __getitem__(cls, item):
+        return cls
+
+
+class TensorByRef(Tensor, metaclass=_TensorByRefMeta):
+    """Annotation for a subgraph function argument passed by reference: writes
+    to it inside the graph are visible at every call site."""
+
+
+def remote_variable(*args, **kwargs):
+    raise NotImplementedError("popxl.remote_variable (remote buffers) is not implemented yet in ipuxl")
+
+
+def remote_replica_sharded_variable(*args, **kwargs):
+    raise NotImplementedError(
+        "popxl.remote_replica_sharded_variable is not implemented yet in ipuxl")
+
+
+def replica_sharded_variable(*args, **kwargs):
+    raise NotImplementedError("popxl.replica_sharded_variable is not implemented yet in ipuxl")
+
+
+def replica_sharded_buffer(*args, **kwargs):
+    raise NotImplementedError("popxl.replica_sharded_buffer is not implemented yet in ipuxl")
