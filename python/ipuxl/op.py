@@ -97,8 +97,14 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]],
                                          producer=op))
     for i in op.modified:
         t = op.inputs[i]
-        if t is not None and hasattr(t, "_mark_modified"):
-            t._mark_modified()
+        src = t.producer if t is not None else None
+        if src is not None and src.attrs.get("_view_copy"):
+            # The view was materialised as a copy (see the producing op), so
+            # writing through it would not reach the viewed tensor.
+            raise NotImplementedError(
+                f"{type}: modifying {t.id!r}, the result of the in-place view {src.type} "
+                f"{src.name!r}, is not supported by ipuxl; use the out-of-place op and write "
+                "the result back explicitly")
     g._add_op(op)
     ctx._op_created(op)
     return op
