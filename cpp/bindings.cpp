@@ -162,6 +162,7 @@ PYBIND11_MODULE(_core, m) {
       .def("describe", &Engine::describe)
       .def("program_counts", &Engine::program_counts)
       .def_property_readonly("arena_bytes", &Engine::arena_bytes)
+      .def_property_readonly("unplanned_bytes", &Engine::unplanned_bytes)
       .def_property_readonly("runs", &Engine::runs);
 
   m.def("kernel_names", &KernelRegistry::names);

@@ -1,6 +1,8 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ostream>
@@ -268,18 +270,94 @@ void Engine::allocate() {
     }
   }
   std::vector<size_t> offset(ts.size(), 0);
-  size_t total = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    if (root_[i] != (int)i) continue;
-    offset[i] = total;
-    total += ((refs_[i].nbytes() + 63) / 64) * 64;
-  }
+  size_t total = plan_memory(offset);
   arena_bytes_ = total;
   arena_ = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(
       static_cast<uint8_t*>(aligned_alloc64(total)), [](uint8_t* p) { std::free(p); });
   for (size_t i = 0; i < ts.size(); ++i) refs_[i].data = arena_.get() + offset[root_[i]];
   for (size_t i = 0; i < ts.size(); ++i)
     if (!ts[i].data.empty()) std::memcpy(refs_[i].data, ts[i].data.data(), ts[i].data.size());
+}
+
+namespace {
+size_t round64(size_t n) { return ((n + 63) / 64) * 64; }
+}  // namespace
+
+size_t Engine::plan_memory(std::vector<size_t>& offset) {
+  const auto& ts = desc_->tensors;
+  const size_t n = ts.size();
+  // Pinned roots keep their bytes for the whole program: variables,
+  // constants, graph inputs and outputs (a repeated body reads its inputs in
+  // every iteration; outputs are copied out after the body), and anything
+  // aliased with them.
+  std::vector<char> pinned(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (ts[i].kind != TensorKind::Intermediate) pinned[root_[i]] = 1;
+  for (const auto& g : desc_->graphs) {
+    for (int t : g.inputs) pinned[root_[t]] = 1;
+    for (int t : g.outputs) pinned[root_[t]] = 1;
+  }
+  // Live range of each root: [first op that defines or uses any of its
+  // aliases, last op that does], positions within its graph's schedule.
+  std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
+  std::vector<int> graph_of(n, -1);
+  for (size_t g = 0; g < desc_->graphs.size(); ++g) {
+    const auto& ops = desc_->graphs[g].ops;
+    for (size_t pos = 0; pos < ops.size(); ++pos) {
+      const auto& op = desc_->ops[ops[pos]];
+      auto touch = [&](int t) {
+        if (t < 0) return;
+        int r = root_[t];
+        first[r] = std::min<int64_t>(first[r], (int64_t)pos);
+        last[r] = std::max<int64_t>(last[r], (int64_t)pos);
+        graph_of[r] = (int)g;
+      };
+      for (int t : op.in) touch(t);
+      for (int t : op.out) touch(t);
+    }
+  }
+  size_t total = 0;
+  unplanned_bytes_ = 0;
+  std::vector<std::vector<int>> per_graph(desc_->graphs.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (root_[i] != (int)i) continue;
+    size_t bytes = round64(refs_[i].nbytes());
+    unplanned_bytes_ += bytes;
+    if (pinned[i] || graph_of[i] < 0) {  // pinned, or never touched by an op
+      offset[i] = total;
+      total += bytes;
+    } else {
+      per_graph[graph_of[i]].push_back((int)i);
+    }
+  }
+  // Per graph: greedy placement, largest first, at the lowest offset that
+  // does not collide with a placed tensor whose live range overlaps.
+  for (auto& roots : per_graph) {
+    std::sort(roots.begin(), roots.end(), [&](int a, int b) {
+      size_t sa = refs_[a].nbytes(), sb = refs_[b].nbytes();
+      return sa != sb ? sa > sb : a < b;
+    });
+    struct Placed { size_t off, end; int64_t first, last; };
+    std::vector<Placed> placed;
+    size_t region = 0;
+    for (int r : roots) {
+      size_t bytes = round64(refs_[r].nbytes());
+      std::vector<std::pair<size_t, size_t>> busy;
+      for (const auto& p : placed)
+        if (p.first <= last[r] && first[r] <= p.last) busy.push_back({p.off, p.end});
+      std::sort(busy.begin(), busy.end());
+      size_t off = 0;
+      for (const auto& b : busy) {
+        if (off + bytes <= b.first) break;
+        off = std::max(off, b.second);
+      }
+      placed.push_back({off, off + bytes, first[r], last[r]});
+      offset[r] = total + off;  // total is this region's base until the loop ends
+      region = std::max(region, off + bytes);
+    }
+    total += region;
+  }
+  return total;
 }
 
 std::unique_ptr<Prog> Engine::copy(int src, int dst) const {

@@ -53,10 +53,16 @@ class Engine {
   std::string describe() const;
   std::map<std::string, int64_t> program_counts() const;
   size_t arena_bytes() const { return arena_bytes_; }
+  // Bytes all tensors would need without liveness-based reuse.
+  size_t unplanned_bytes() const { return unplanned_bytes_; }
   uint64_t runs() const { return run_index_; }
 
  private:
   void allocate();
+  // Offsets of every storage root: persistent tensors get their own bytes,
+  // intermediates of each graph share bytes when their live ranges (in the
+  // graph's schedule) do not overlap. Returns the total size.
+  size_t plan_memory(std::vector<size_t>& offset);
   Function* function_for(int graph);
   std::unique_ptr<Prog> lower_graph_body(int graph);
   std::unique_ptr<Prog> lower_op(const OpRecord& op);
@@ -68,6 +74,7 @@ class Engine {
   std::vector<int> root_;        // storage owner of each tensor (alias resolution)
   std::unique_ptr<uint8_t[], void (*)(uint8_t*)> arena_{nullptr, [](uint8_t*) {}};
   size_t arena_bytes_ = 0;
+  size_t unplanned_bytes_ = 0;
   std::map<int, std::unique_ptr<Function>> functions_;
   std::unique_ptr<Prog> main_;
   uint64_t run_index_ = 0;
