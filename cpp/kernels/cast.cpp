@@ -1,0 +1,48 @@
+// Cast between any two of the core's dtypes (bool, 8/16/32/64-bit signed
+// and unsigned integers, float16/32/64).
+//
+// Every conversion is defined (see convert_value in unary.hpp): to bool is
+// `x != 0` (NaN -> true); float to integer truncates toward zero, saturates
+// at the integer type's limits and maps NaN to 0; integer to integer wraps
+// modulo 2^bits; to float16 rounds to nearest even through float32 (so
+// float64 -> float16 rounds twice, which can differ from a direct rounding
+// by one unit in the last place for values exactly between two halves).
+#include "unary.hpp"
+
+namespace ipuxl {
+namespace {
+
+template <class From, class To>
+std::unique_ptr<Kernel> make_cast(const OpDesc& d) {
+  const TensorRef* a = d.in[0];
+  const TensorRef* o = d.out[0];
+  return make_kernel(
+      [a, o](RunContext&) {
+        const uint8_t* A = a->data;
+        To* O = o->as<To>();
+        const int64_t n = o->nelms;
+        for (int64_t i = 0; i < n; ++i) O[i] = convert_value<To>(load_value<From>(A, i));
+      },
+      (double)o->nelms);
+}
+
+std::unique_ptr<Kernel> cast_factory(const OpDesc& d) {
+  d.expect_arity(1, 1);
+  d.expect_shape(*d.out[0], d.in[0]->shape);
+  std::unique_ptr<Kernel> k;
+  bool ok = IPUXL_DISPATCH_ALL(d.in[0]->dtype, {
+    using From = scalar_t;
+    const bool out_ok = IPUXL_DISPATCH_ALL(d.out[0]->dtype, {
+      k = make_cast<From, scalar_t>(d);
+    });
+    if (!out_ok) d.fail(std::string("unsupported output dtype ") + dtype_name(d.out[0]->dtype));
+  });
+  if (!ok) d.fail(std::string("unsupported input dtype ") + dtype_name(d.in[0]->dtype));
+  return k;
+}
+
+}  // namespace
+
+IPUXL_REGISTER_KERNEL("Cast", cast_factory);
+
+}  // namespace ipuxl

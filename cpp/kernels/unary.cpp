@@ -1,0 +1,208 @@
+// Elementwise unary ops: math functions, activations, rounding, sign, clip
+// and the NaN/Inf predicates.
+//
+// In-place forms ("...Inplace") are lowered with the output aliasing input 0;
+// make_unary reads each element before writing it, so the out-of-place
+// kernel serves both.
+//
+// Integer semantics (the IPU wraps, C++ would be UB): Neg and Abs wrap modulo
+// 2^bits, so -INT_MIN == INT_MIN and abs(INT_MIN) == INT_MIN; unsigned Neg is
+// the two's complement (modular) negation.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "unary.hpp"
+
+namespace ipuxl {
+namespace {
+
+template <class C>
+constexpr bool is_int_v = std::is_integral_v<C> && !std::is_same_v<C, bool>;
+
+// A double limit narrowed to the compute type without UB: out-of-range
+// values become infinities.
+template <class C>
+C narrow_limit(double v) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (v > (double)std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
+    if (v < -(double)std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+  }
+  return (C)v;
+}
+
+// Registers an op whose output has the input's dtype. FloatOnly restricts it
+// to float16/32/64 (the functor need not compile for integers).
+template <bool FloatOnly, class Op>
+KernelFactory same_type(Op op) {
+  return [op](const OpDesc& d) -> std::unique_ptr<Kernel> {
+    d.expect_arity(1, 1);
+    d.expect_same_dtype(*d.in[0], *d.out[0]);
+    std::unique_ptr<Kernel> k;
+    const DType dt = d.in[0]->dtype;
+    bool ok;
+    if constexpr (FloatOnly) {
+      ok = IPUXL_DISPATCH_FLOAT(dt, {
+        using C = ct_t<scalar_t>;
+        k = make_unary<scalar_t, scalar_t>(d, [op](C x) { return (C)op(x); });
+      });
+    } else {
+      ok = IPUXL_DISPATCH_NUMERIC(dt, {
+        using C = ct_t<scalar_t>;
+        k = make_unary<scalar_t, scalar_t>(d, [op](C x) { return (C)op(x); });
+      });
+    }
+    if (!ok)
+      d.fail(std::string("unsupported dtype ") + dtype_name(dt) +
+             (FloatOnly ? " (expected float16, float32 or float64)" : " (expected a numeric type)"));
+    return k;
+  };
+}
+
+// Registers a predicate: numeric input, bool output.
+template <class Op>
+KernelFactory predicate(Op op) {
+  return [op](const OpDesc& d) -> std::unique_ptr<Kernel> {
+    d.expect_arity(1, 1);
+    if (d.out[0]->dtype != DType::Bool) d.fail("the output must be bool");
+    std::unique_ptr<Kernel> k;
+    const DType dt = d.in[0]->dtype;
+    bool ok = IPUXL_DISPATCH_NUMERIC(dt, {
+      using C = ct_t<scalar_t>;
+      k = make_unary<scalar_t, bool>(d, [op](C x) { return (bool)op(x); });
+    });
+    if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(dt));
+    return k;
+  };
+}
+
+struct SqrtF { template <class C> C operator()(C x) const { return std::sqrt(x); } };
+struct ExpF { template <class C> C operator()(C x) const { return std::exp(x); } };
+struct LogF { template <class C> C operator()(C x) const { return std::log(x); } };
+struct SinF { template <class C> C operator()(C x) const { return std::sin(x); } };
+struct CosF { template <class C> C operator()(C x) const { return std::cos(x); } };
+struct TanhF { template <class C> C operator()(C x) const { return std::tanh(x); } };
+struct CeilF { template <class C> C operator()(C x) const { return std::ceil(x); } };
+struct FloorF { template <class C> C operator()(C x) const { return std::floor(x); } };
+
+// PopART's Gelu is the tanh approximation:
+//   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+struct GeluF {
+  template <class C> C operator()(C x) const {
+    const C k = (C)0.7978845608028654;  // sqrt(2/pi)
+    return (C)0.5 * x * ((C)1 + std::tanh(k * (x + (C)0.044715 * x * x * x)));
+  }
+};
+// GeluErf is the exact form 0.5 x (1 + erf(x / sqrt 2)).
+struct GeluErfF {
+  template <class C> C operator()(C x) const {
+    return (C)0.5 * x * ((C)1 + std::erf(x * (C)0.7071067811865476));
+  }
+};
+// Swish (SiLU): x * sigmoid(x), written as x / (1 + e^-x), which is -0 rather
+// than NaN for very negative x (e^-x overflows to inf).
+struct SwishF {
+  template <class C> C operator()(C x) const { return x / ((C)1 + std::exp(-x)); }
+};
+
+struct AbsF {
+  template <class C> C operator()(C x) const {
+    if constexpr (is_int_v<C>) {
+      if constexpr (std::is_signed_v<C>) return x < 0 ? wrap_neg(x) : x;
+      else return x;
+    } else {
+      return std::abs(x);
+    }
+  }
+};
+struct NegF { template <class C> C operator()(C x) const { return wrap_neg(x); } };
+
+// max(x, 0); NaN propagates (as in PyTorch).
+struct ReluF {
+  template <class C> C operator()(C x) const {
+    if constexpr (is_int_v<C>) return x > 0 ? x : (C)0;
+    else return x > 0 ? x : (x != x ? x : (C)0);
+  }
+};
+// -1, 0 or 1; NaN gives 0 (PopXL's documented behaviour).
+struct SignF {
+  template <class C> C operator()(C x) const {
+    if constexpr (is_int_v<C> && !std::is_signed_v<C>) return x > 0 ? (C)1 : (C)0;
+    else return x > 0 ? (C)1 : (x < 0 ? (C)-1 : (C)0);
+  }
+};
+
+struct IsNaNF {
+  template <class C> bool operator()(C x) const {
+    if constexpr (is_int_v<C>) return false;
+    else return std::isnan(x);
+  }
+};
+struct IsInfF {
+  template <class C> bool operator()(C x) const {
+    if constexpr (is_int_v<C>) return false;
+    else return std::isinf(x);
+  }
+};
+
+// Clip to [min, max] (attributes "min"/"max", doubles; +-inf mean no bound).
+// The result is min(max(x, lo), hi): when min > max every element becomes
+// max, as in NumPy and PyTorch. NaN propagates. For integers the bounds are
+// rounded inward (ceil(min), floor(max)) and saturated to the type's range.
+std::unique_ptr<Kernel> clip_factory(const OpDesc& d) {
+  d.expect_arity(1, 1);
+  d.expect_same_dtype(*d.in[0], *d.out[0]);
+  const double mn = d.attrs.f("min", -std::numeric_limits<double>::infinity());
+  const double mx = d.attrs.f("max", std::numeric_limits<double>::infinity());
+  if (std::isnan(mn) || std::isnan(mx)) d.fail("min and max must not be NaN");
+  std::unique_ptr<Kernel> k;
+  const DType dt = d.in[0]->dtype;
+  bool ok = IPUXL_DISPATCH_NUMERIC(dt, {
+    using C = ct_t<scalar_t>;
+    C lo, hi;
+    if constexpr (is_int_v<C>) {
+      lo = saturate_cast<C>(std::ceil(mn));
+      hi = saturate_cast<C>(std::floor(mx));
+    } else {
+      lo = narrow_limit<C>(mn);
+      hi = narrow_limit<C>(mx);
+    }
+    k = make_unary<scalar_t, scalar_t>(d, [lo, hi](C x) {
+      if constexpr (!is_int_v<C>) {
+        if (x != x) return x;
+      }
+      C r = x < lo ? lo : x;
+      return r > hi ? hi : r;
+    });
+  });
+  if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(dt));
+  return k;
+}
+
+}  // namespace
+
+IPUXL_REGISTER_KERNEL("Sqrt", same_type<true>(SqrtF{}));
+IPUXL_REGISTER_KERNEL("Exp", same_type<true>(ExpF{}));
+IPUXL_REGISTER_KERNEL("ExpInplace", same_type<true>(ExpF{}));
+IPUXL_REGISTER_KERNEL("Log", same_type<true>(LogF{}));
+IPUXL_REGISTER_KERNEL("Sin", same_type<true>(SinF{}));
+IPUXL_REGISTER_KERNEL("Cos", same_type<true>(CosF{}));
+IPUXL_REGISTER_KERNEL("Tanh", same_type<true>(TanhF{}));
+IPUXL_REGISTER_KERNEL("Ceil", same_type<true>(CeilF{}));
+IPUXL_REGISTER_KERNEL("Floor", same_type<true>(FloorF{}));
+IPUXL_REGISTER_KERNEL("Gelu", same_type<true>(GeluF{}));
+IPUXL_REGISTER_KERNEL("GeluInplace", same_type<true>(GeluF{}));
+IPUXL_REGISTER_KERNEL("GeluErf", same_type<true>(GeluErfF{}));
+IPUXL_REGISTER_KERNEL("GeluErfInplace", same_type<true>(GeluErfF{}));
+IPUXL_REGISTER_KERNEL("Swish", same_type<true>(SwishF{}));
+IPUXL_REGISTER_KERNEL("SwishInplace", same_type<true>(SwishF{}));
+IPUXL_REGISTER_KERNEL("Abs", same_type<false>(AbsF{}));
+IPUXL_REGISTER_KERNEL("Neg", same_type<false>(NegF{}));
+IPUXL_REGISTER_KERNEL("Relu", same_type<false>(ReluF{}));
+IPUXL_REGISTER_KERNEL("ReluInplace", same_type<false>(ReluF{}));
+IPUXL_REGISTER_KERNEL("Sign", same_type<false>(SignF{}));
+IPUXL_REGISTER_KERNEL("IsNaN", predicate(IsNaNF{}));
+IPUXL_REGISTER_KERNEL("IsInf", predicate(IsInfF{}));
+IPUXL_REGISTER_KERNEL("Clip", clip_factory);
+
+}  // namespace ipuxl
