@@ -43,8 +43,7 @@ def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
     return out.outputs[0]
 
 
-def pow2scale_then_cast(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype,
-                        nan_on_overflow: bool = True) -> Tensor:
+def pow2scale_then_cast(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
     """Scale by ``2**log2_scale`` then cast to an fp8 type (PopXL). ipuxl has no
     fp8 support, so this raises ``NotImplementedError``."""
     raise NotImplementedError("pow2scale_then_cast: fp8 casts are not supported by ipuxl")

@@ -1,2 +1,205 @@
-"""(being written)"""
-__all__ = []
+"""Reductions, mirroring PopXL: ``sum``, ``mean``, ``max``, ``min``, ``median``,
+``prod``, ``l1``, ``l2``, ``logsum``, ``logsumexp``, ``sumsquare`` (each
+``(t, axis=None, keepdims=False)``), plus ``lamb_square`` and ``histogram``.
+
+Common contract of the ``(t, axis, keepdims)`` reductions:
+
+* ``axis`` is an int or a sequence of ints; ``None`` reduces every axis; an
+  empty sequence reduces nothing (PopART's ReduceOp); negative axes count
+  from the end; repeated or out-of-range axes raise ValueError. A rank-0
+  tensor can only be reduced with ``axis=None`` (or ``[]``), which returns it.
+* The output keeps the input dtype; ``keepdims=True`` keeps reduced axes with
+  size 1.
+* float16 and float32 accumulate in double and round once. Integer
+  reductions wrap around in two's complement (the result is NumPy's int64
+  result cast back to the input dtype); the integer ``mean`` truncates
+  toward zero.
+* Reducing an empty set of elements follows NumPy where it is defined
+  (``sum``/``l1``/``l2``/``sumsquare`` give 0, ``prod`` 1, ``logsum`` and
+  ``logsumexp`` -inf, a float ``mean`` NaN); ``max``, ``min``, ``median``
+  and an integer ``mean`` of nothing raise ValueError while building.
+"""
+from typing import Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import dtypes
+from ..op import create_op
+from ..tensor import Tensor
+from .utils import (FLOAT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
+                    normalize_axes)
+
+__all__ = [
+    "sum", "mean", "max", "min", "median", "prod", "l1", "l2", "logsum", "logsumexp",
+    "sumsquare", "lamb_square", "histogram",
+]
+
+_builtin_sum = sum  # shadowed below by the op of the same name
+
+AxisArg = Optional[Union[int, Iterable[int]]]
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def reduce_axes(op: str, t: Tensor, axis: AxisArg) -> Tuple[int, ...]:
+    """The sorted, non-negative axes that ``axis`` names for ``t``."""
+    if axis is None:
+        return tuple(range(t.rank))
+    if _is_int(axis):
+        axes: List[int] = [int(axis)]
+    else:
+        try:
+            axes = list(axis)
+        except TypeError:
+            raise TypeError(f"{op}: axis must be None, an int or a sequence of ints, "
+                            f"got {axis!r}") from None
+        for a in axes:
+            if not _is_int(a):
+                raise TypeError(f"{op}: axis must be None, an int or a sequence of ints, "
+                                f"got {axis!r}")
+    if t.rank == 0 and axes:
+        raise ValueError(f"{op}: tensor {t.id!r} has rank 0 and no axis {axes[0]} to reduce; "
+                         "use axis=None")
+    return tuple(sorted(normalize_axes(op, axes, t.rank)))
+
+
+def _check_keepdims(op: str, keepdims) -> bool:
+    if not isinstance(keepdims, (bool, np.bool_)) and keepdims not in (0, 1):
+        raise TypeError(f"{op}: keepdims must be a bool, got {keepdims!r}")
+    return bool(keepdims)
+
+
+def reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdims: bool):
+    """Output shape of reducing ``axes`` of ``shape``, and the number of
+    elements reduced into each output element."""
+    out = []
+    n_red = 1
+    for i, d in enumerate(shape):
+        if i in axes:
+            n_red *= d
+            if keepdims:
+                out.append(1)
+        else:
+            out.append(d)
+    return tuple(out), n_red
+
+
+def _reduce(kind: str, name: str, t: Tensor, axis: AxisArg, keepdims: bool,
+            allowed=NUMERIC_DTYPES, empty_ok: bool = True) -> Tensor:
+    check_in_graph(name, t=t)
+    check_dtype_in(name, t, allowed)
+    keepdims = _check_keepdims(name, keepdims)
+    axes = reduce_axes(name, t, axis)
+    shape, n_red = reduced_shape(t.shape, axes, keepdims)
+    n_out = int(np.prod(shape, dtype=np.int64))
+    if n_red == 0 and n_out > 0:
+        if not empty_ok:
+            raise ValueError(f"{name}: cannot reduce tensor {t.id!r} of shape {t.shape} over axes "
+                             f"{axes}: they hold no elements and {name} of nothing is undefined")
+        if kind == "ReduceMean" and not t.dtype.is_floating_point:
+            raise ValueError(f"{name}: the mean of tensor {t.id!r} ({t.dtype.name}) over the empty "
+                             f"axes {axes} is NaN, which {t.dtype.name} cannot hold")
+    op = create_op(kind, [t], [(f"{name}_out", shape, t.dtype)],
+                   {"axes": list(axes), "keepdims": int(keepdims)}, name=name)
+    return op.outputs[0]
+
+
+def sum(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Sum of the elements of ``t`` over ``axis`` (all axes when None)."""
+    return _reduce("ReduceSum", "sum", t, axis, keepdims)
+
+
+def mean(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean over ``axis``; for integers, truncated toward zero."""
+    return _reduce("ReduceMean", "mean", t, axis, keepdims)
+
+
+def max(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Maximum over ``axis``; NaN propagates (as ``numpy.max``)."""
+    return _reduce("ReduceMax", "max", t, axis, keepdims, empty_ok=False)
+
+
+def min(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Minimum over ``axis``; NaN propagates (as ``numpy.min``)."""
+    return _reduce("ReduceMin", "min", t, axis, keepdims, empty_ok=False)
+
+
+def median(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Median over ``axis``. For an even count this is the lower of the two
+    middle values (as PopART and ``torch.median``, unlike ``numpy.median``
+    which averages them); a group holding NaN gives NaN."""
+    return _reduce("ReduceMedian", "median", t, axis, keepdims, empty_ok=False)
+
+
+def prod(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Product of the elements over ``axis``."""
+    return _reduce("ReduceProd", "prod", t, axis, keepdims)
+
+
+def l1(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """L1 norm over ``axis``: ``sum(abs(t))``."""
+    return _reduce("ReduceL1", "l1", t, axis, keepdims)
+
+
+def l2(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """L2 norm over ``axis``: ``sqrt(sum(t**2))`` (floating-point only)."""
+    return _reduce("ReduceL2", "l2", t, axis, keepdims, allowed=FLOAT_DTYPES)
+
+
+def logsum(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """``log(sum(t))`` over ``axis`` (floating-point only)."""
+    return _reduce("ReduceLogSum", "logsum", t, axis, keepdims, allowed=FLOAT_DTYPES)
+
+
+def logsumexp(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """``log(sum(exp(t)))`` over ``axis``, computed stably by subtracting the
+    maximum first (floating-point only)."""
+    return _reduce("ReduceLogSumExp", "logsumexp", t, axis, keepdims, allowed=FLOAT_DTYPES)
+
+
+def sumsquare(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    """Sum of squares over ``axis``: ``sum(t**2)``."""
+    return _reduce("ReduceSumSquare", "sumsquare", t, axis, keepdims)
+
+
+def lamb_square(t: Tensor) -> Tensor:
+    """Sum of the squares of every element of ``t`` as a float32 scalar
+    (used by the LAMB optimizer); ``t`` is float16 or float32 and is
+    accumulated in at least float32."""
+    check_in_graph("lamb_square", t=t)
+    check_dtype_in("lamb_square", t, FLOAT_DTYPES)
+    op = create_op("LambSquare", [t], [("lamb_square_out", (), dtypes.float32)],
+                   name="lamb_square")
+    return op.outputs[0]
+
+
+def histogram(t: Tensor, levels: List[float], absolute_of_input: bool) -> Tensor:
+    """Histogram of every element of ``t`` (float16 or float32) over the bin
+    edges ``levels`` (strictly increasing).
+
+    Returns a uint32 tensor of shape ``(len(levels) + 1,)``: entry 0 counts
+    ``x < levels[0]``, entry i counts ``levels[i-1] <= x < levels[i]`` and the
+    last counts ``x >= levels[-1]`` (NaN lands there too). With
+    ``absolute_of_input``, ``abs(x)`` is binned instead. Levels are rounded to
+    ``t``'s dtype, as the IPU holds them.
+    """
+    name = "histogram"
+    check_in_graph(name, t=t)
+    check_dtype_in(name, t, (dtypes.float16, dtypes.float32))
+    try:
+        lv = [float(v) for v in levels]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: levels must be a sequence of numbers, got {levels!r}") from None
+    if any(not np.isfinite(v) for v in lv):
+        raise ValueError(f"{name}: levels must be finite, got {lv}")
+    if not all(lv[i] < lv[i + 1] for i in range(len(lv) - 1)):
+        raise ValueError(f"{name}: The input levels `{lv}` is not a monotonically increasing "
+                         "list.")
+    rounded = np.asarray(lv, dtype=t.dtype.as_numpy()) if lv else np.zeros(0)
+    if len(np.unique(rounded)) != len(lv):
+        raise ValueError(f"{name}: levels {lv} are not distinct once rounded to {t.dtype.name}")
+    op = create_op("Histogram", [t], [("histogram_out", (len(lv) + 1,), dtypes.uint32)],
+                   {"levels": lv, "absolute_of_input": int(bool(absolute_of_input))}, name=name)
+    return op.outputs[0]
