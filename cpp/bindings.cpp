@@ -5,6 +5,7 @@
 
 #include "core/blas.hpp"
 #include "core/engine.hpp"
+#include "core/parallel.hpp"
 
 namespace py = pybind11;
 using namespace ipuxl;
@@ -168,5 +169,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("kernel_names", &KernelRegistry::names);
   m.def("set_sgemm", [](uintptr_t fn) { blas::set_sgemm(reinterpret_cast<void*>(fn)); },
         "Install a cblas_sgemm-compatible function pointer (0 to remove).");
+  m.def("num_threads", &num_threads, "Threads the core's kernels use.");
+  m.def("set_num_threads", &set_num_threads, "Set the threads the core's kernels use.");
   m.def("has_blas", []() { return blas::sgemm_ptr() != nullptr; });
 }

@@ -1,2 +1,114 @@
-"""(being written)"""
-__all__ = []
+"""Negative log likelihood losses, mirroring PopXL's ``nll_loss`` and
+``nll_loss_with_softmax_grad`` (PopART's NllOp and
+NlllWithSoftmaxGradDirectOp).
+
+Shapes: ``probs`` is ``[D1, ..., Dn, C]`` (classes on the *last* axis, unlike
+``torch.nn.functional.nll_loss``), float16 or float32; ``labels`` is
+``[D1, ..., Dn]``, int32 or uint32. Each of the ``N = D1*...*Dn`` samples
+picks ``p = probs[..., labels[...]]``.
+
+* A sample whose label equals ``ignore_index`` adds 0 to the loss (and a zero
+  row to the gradient) and is not counted by the ``'mean'`` reduction, which
+  divides by the number of counted samples (NaN when none is counted, as
+  PyTorch).
+* A label outside ``[0, C)`` that is not ignored selects ``p = 0`` (the IPU's
+  one-hot encoding gives an all-zero row); it is not an error.
+* ``reduction``: ``'mean'`` and ``'sum'`` give a scalar, ``'none'`` one loss
+  per sample (the labels' shape). The loss has the probs dtype.
+"""
+from typing import Optional, Tuple, Union
+
+import numpy as np
+
+from .. import dtypes
+from ..op import create_op
+from ..tensor import Tensor
+from .utils import check_dtype_in, check_in_graph, same_tile_set, to_tensor
+
+__all__ = ["nll_loss", "nll_loss_with_softmax_grad"]
+
+REDUCTIONS = ("mean", "sum", "none")
+_PROB_DTYPES = (dtypes.float16, dtypes.float32)
+_LABEL_DTYPES = (dtypes.int32, dtypes.uint32)
+
+
+def _check_common(name: str, probs: Tensor, labels: Tensor, ignore_index, reduction) -> dict:
+    check_dtype_in(name, probs, _PROB_DTYPES, "probs must have")
+    check_dtype_in(name, labels, _LABEL_DTYPES, "labels must have")
+    if probs.rank == 0:
+        raise ValueError(f"{name}: probs {probs.id!r} must have rank >= 1 (classes on the last "
+                         "axis)")
+    if labels.shape != probs.shape[:-1]:
+        raise ValueError(
+            f"{name}: the label tensor {labels.id!r} {labels.shape} must have shape "
+            f"{probs.shape[:-1]} to match all but the final dimension of the probabilities "
+            f"tensor {probs.id!r} {probs.shape}")
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+        raise ValueError(f"{name}: Not a valid reduction: {reduction!r}. Must choose from: "
+                         f"{', '.join(REDUCTIONS)}")
+    if ignore_index is not None and (not isinstance(ignore_index, (int, np.integer))
+                                     or isinstance(ignore_index, bool)):
+        raise TypeError(f"{name}: ignore_index must be None or an int, got {ignore_index!r}")
+    if ignore_index is not None and not -2**31 <= int(ignore_index) < 2**32:
+        raise ValueError(f"{name}: ignore_index {ignore_index} does not fit the 32-bit labels")
+    return {"reduction": reduction,
+            "has_ignore_index": int(ignore_index is not None),
+            "ignore_index": int(ignore_index) if ignore_index is not None else 0}
+
+
+def nll_loss(probs: Tensor, labels: Tensor, ignore_index: Optional[int] = None,
+             reduction: str = "mean", log_prob: bool = False) -> Tensor:
+    """Negative log likelihood loss of ``probs`` (expected to be the output
+    of :func:`softmax` over the last axis) against class ``labels``.
+
+    Per sample the loss is ``-log(max(p, eps))`` with ``eps = 1e-7``
+    (``6.104e-5`` for float16), or ``-p`` when ``log_prob=True`` (``probs``
+    then holds log-probabilities, the PyTorch convention). See the module
+    docstring for shapes, ``ignore_index`` and ``reduction``.
+    """
+    name = "nll_loss"
+    check_in_graph(name, probs=probs, labels=labels)
+    same_tile_set(name, probs, labels)
+    attrs = _check_common(name, probs, labels, ignore_index, reduction)
+    attrs["log_prob"] = int(bool(log_prob))
+    shape = labels.shape if reduction == "none" else ()
+    op = create_op("Nll", [probs, labels], [("loss", shape, probs.dtype)], attrs, name="nll")
+    return op.outputs[0]
+
+
+def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[float, Tensor] = 1,
+                               ignore_index: Optional[int] = None,
+                               reduction: str = "mean") -> Tuple[Tensor, Tensor]:
+    """The NLL loss ``l`` of ``probs = softmax(x)`` (over the last axis) and
+    the gradient ``dE/dx`` with respect to the softmax *input* ``x``.
+
+    ``loss_grad`` is ``dE/dl`` (1 when ``E = l``): a number (made a float32
+    constant), a tensor with a single element, or, with ``reduction='none'``,
+    one value per sample (the labels' shape); its dtype is float32 or the
+    probs dtype. Per sample ``l = -log(p + 1e-7)`` and
+    ``dE/dx[s, c] = (probs[s, c] - onehot(labels[s])[c]) * loss_grad``,
+    divided by the number of counted samples for ``'mean'``; ignored samples
+    give zero rows. Returns ``(loss, dx)``; ``dx`` has the shape and dtype
+    of ``probs``.
+    """
+    name = "nll_loss_with_softmax_grad"
+    if not isinstance(loss_grad, Tensor):
+        if isinstance(loss_grad, bool) or not np.isscalar(loss_grad) or isinstance(loss_grad, str):
+            raise TypeError(f"{name}: loss_grad must be a number or a Tensor, got {loss_grad!r}")
+        loss_grad = to_tensor(loss_grad, dtype=dtypes.float32, op=name)
+    check_in_graph(name, probs=probs, labels=labels, loss_grad=loss_grad)
+    same_tile_set(name, probs, labels, loss_grad)
+    attrs = _check_common(name, probs, labels, ignore_index, reduction)
+    if loss_grad.dtype not in (dtypes.float32, probs.dtype):
+        raise TypeError(f"{name}: loss_grad {loss_grad.id!r} has dtype {loss_grad.dtype.name}; "
+                        f"expected float32 or the probs dtype {probs.dtype.name}")
+    if loss_grad.nelms != 1 and not (reduction == "none" and loss_grad.shape == labels.shape):
+        raise ValueError(
+            f"{name}: loss_grad {loss_grad.id!r} has shape {loss_grad.shape}; expected a single "
+            "element" + (f" or the labels shape {labels.shape}" if reduction == "none" else "")
+            + f" (reduction={reduction!r})")
+    shape = labels.shape if reduction == "none" else ()
+    op = create_op("NlllWithSoftmaxGradDirect", [probs, labels, loss_grad],
+                   [("loss", shape, probs.dtype), ("dx", probs.shape, probs.dtype)], attrs,
+                   name=name)
+    return op.outputs[0], op.outputs[1]

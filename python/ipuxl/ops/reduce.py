@@ -34,8 +34,6 @@ __all__ = [
     "sumsquare", "lamb_square", "histogram",
 ]
 
-_builtin_sum = sum  # shadowed below by the op of the same name
-
 AxisArg = Optional[Union[int, Iterable[int]]]
 
 

@@ -1,2 +1,25 @@
-"""(being written)"""
-__all__ = []
+"""``softmax`` along one axis, mirroring PopXL (PopXL has no log_softmax)."""
+from ..op import create_op
+from ..tensor import Tensor
+from .utils import FLOAT_DTYPES, check_dtype_in, check_in_graph, normalize_axis
+
+__all__ = ["softmax"]
+
+
+def softmax(t: Tensor, axis: int) -> Tensor:
+    """Softmax of ``t`` along ``axis`` (negative counts from the end): each
+    slice is rescaled to values in [0, 1] that sum to 1. Output shape and
+    dtype match ``t`` (floating-point only).
+
+    Computed stably as ``exp(x - max) / sum(exp(x - max))``; float16 computes
+    in float. A slice containing NaN or +inf gives NaN (as PyTorch).
+    """
+    name = "softmax"
+    check_in_graph(name, t=t)
+    check_dtype_in(name, t, FLOAT_DTYPES)
+    if t.rank == 0:
+        raise ValueError(f"{name}: tensor {t.id!r} has rank 0; the input rank must be at least 1")
+    ax = normalize_axis(name, axis, t.rank)
+    op = create_op("Softmax", [t], [(f"{name}_out", t.shape, t.dtype)], {"axis": ax},
+                   name=name)
+    return op.outputs[0]

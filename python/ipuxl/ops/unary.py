@@ -34,7 +34,7 @@ def _unary(kind: str, name: str, t: Tensor, allowed: Sequence[dtypes.dtype],
     check_dtype_in(name, t, allowed, what)
     dt = out_dtype if out_dtype is not None else t.dtype
     if inplace:
-        op = create_op(kind, [t], [(f"{name}_inplace_out".replace("__", "_"), t.shape, dt)],
+        op = create_op(kind, [t], [(f"{name.rstrip('_')}_inplace_out", t.shape, dt)],
                        name=name, aliases=[(0, 0)], modified=[0])
     else:
         op = create_op(kind, [t], [(f"{name}_out", t.shape, dt)], name=name)
