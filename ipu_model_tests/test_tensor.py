@@ -1,6 +1,8 @@
 """Conformance of tensors (popxl.Tensor, Variable, Constant, TensorSpec):
 properties, naming, dunders (checked numerically against NumPy), host-value
 coercion, repr, and the creation functions' rules."""
+import operator
+
 import numpy as np
 import pytest
 
@@ -259,6 +261,27 @@ class TestDunders:
             return y
 
         np.testing.assert_allclose(run_fn(fn, X), X + 3)
+
+    @pytest.mark.parametrize("op,ref", [(operator.isub, 4), (operator.imul, 12),
+                                        (operator.itruediv, 3)], ids=["-=", "*=", "/="])
+    def test_other_augmented_assignments_are_out_of_place(self, op, ref):
+        # PopXL defines only __iadd__; x -= y etc. fall back to __sub__ and friends,
+        # which rebind the name to a new tensor and leave the original unchanged.
+        ir = popxl.Ir()
+        with ir.main_graph:
+            v = popxl.variable(np.full(3, 6, np.float32), name="v")
+            w = op(v, 2)  # the same call as `w = v; w -= 2`
+            s_v = popxl.d2h_stream(v.shape, v.dtype, "s_v")
+            ops.host_store(s_v, v)
+            s_w = popxl.d2h_stream(w.shape, w.dtype, "s_w")
+            ops.host_store(s_w, w)
+        assert w is not v and not isinstance(w, popxl.Variable)
+        with popxl.Session(ir, "ipu_model") as sess:
+            out = sess.run()
+            v_data = sess.get_tensor_data(v)
+        np.testing.assert_allclose(out[s_w], np.full(3, ref))
+        np.testing.assert_allclose(out[s_v], np.full(3, 6))
+        np.testing.assert_allclose(v_data, np.full(3, 6))
 
     def test_iadd_on_variable(self):
         ir = popxl.Ir()

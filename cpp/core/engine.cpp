@@ -440,40 +440,40 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
         if (root_[o] == root_[in]) continue;
         (input_roots.count(root_[o]) ? staged : direct).push_back({o, in});
       }
-      struct Stage : Prog {
+      // All carried values are read before any is written: staged sources
+      // (outputs that are body inputs) go through buffers, since a direct
+      // copy may overwrite them.
+      struct Carry : Prog {
         std::vector<std::vector<uint8_t>> bufs;
-        std::vector<const TensorRef*> src;
-        std::vector<const TensorRef*> dst;
+        std::vector<std::pair<const TensorRef*, const TensorRef*>> staged, direct;
         void run(Exec&) override {
-          for (size_t k = 0; k < src.size(); ++k)
-            std::memcpy(bufs[k].data(), src[k]->data, src[k]->nbytes());
-          for (size_t k = 0; k < dst.size(); ++k)
-            std::memcpy(dst[k]->data, bufs[k].data(), dst[k]->nbytes());
+          for (size_t k = 0; k < staged.size(); ++k)
+            std::memcpy(bufs[k].data(), staged[k].first->data, staged[k].first->nbytes());
+          for (auto& [src, dst] : direct) std::memcpy(dst->data, src->data, src->nbytes());
+          for (size_t k = 0; k < staged.size(); ++k)
+            std::memcpy(staged[k].second->data, bufs[k].data(), staged[k].second->nbytes());
         }
         void describe(std::ostream& os, int indent) const override {
           pad(os, indent);
-          os << "Copy(staged loop carry x" << src.size() << ")\n";
+          os << "Copy(loop carry: " << direct.size() << " direct, " << staged.size()
+             << " staged)\n";
         }
         void count(std::map<std::string, int64_t>& c) const override {
-          c["Copy"] += (int64_t)src.size() * 2;
+          c["Copy"] += (int64_t)(direct.size() + 2 * staged.size());
         }
       };
-      if (!staged.empty()) {
-        auto st = std::make_unique<Stage>();
-        for (auto [o, in] : staged) {
+      auto carry = std::make_unique<Carry>();
+      for (auto& pairs : {std::cref(direct), std::cref(staged)})
+        for (auto [o, in] : pairs.get())
           if (refs_[o].shape != refs_[in].shape || refs_[o].dtype != refs_[in].dtype)
             fail("loop-carried output '" + refs_[o].name + "' does not match input '" +
                  refs_[in].name + "'");
-          st->bufs.emplace_back(refs_[o].nbytes());
-          st->src.push_back(&refs_[o]);
-          st->dst.push_back(&refs_[in]);
-        }
-        // Read every source before any write.
-        for (auto [o, in] : direct) body->body.push_back(copy(o, in));
-        body->body.push_back(std::move(st));
-      } else {
-        for (auto [o, in] : direct) body->body.push_back(copy(o, in));
+      for (auto [o, in] : direct) carry->direct.push_back({&refs_[o], &refs_[in]});
+      for (auto [o, in] : staged) {
+        carry->bufs.emplace_back(refs_[o].nbytes());
+        carry->staged.push_back({&refs_[o], &refs_[in]});
       }
+      if (!direct.empty() || !staged.empty()) body->body.push_back(std::move(carry));
       auto rep = std::make_unique<Repeat>();
       rep->n = n;
       rep->body = std::move(body);

@@ -90,7 +90,8 @@ std::unique_ptr<Kernel> max_factory(const OpDesc& d) {
   for (size_t i = 0; i < d.in.size(); ++i) {
     if (!d.in[i]) d.fail("input " + std::to_string(i) + " is missing");
     d.expect_same_dtype(*d.in[i], *o);
-    if (d.in[i]->data == o->data && d.in[i]->nelms > 0) d.fail("output must not alias an input");
+    if (d.in[i]->data == o->data && d.in[i]->nelms > 0 && o->nelms > 0)
+      d.fail("output must not alias an input");
     bool ok = true;
     shape = i == 0 ? d.in[0]->shape : broadcast_shapes(shape, d.in[i]->shape, &ok);
     if (!ok) d.fail("input shapes do not broadcast");

@@ -12,13 +12,17 @@
 // Attributes: reduction ("mean" | "sum" | "none"), has_ignore_index (0/1),
 // ignore_index, log_prob (Nll only).
 // A sample whose label equals ignore_index contributes 0 to the loss and a
-// zero row to dx, and is not counted by the mean (so a mean over only ignored
-// samples is NaN, as in PopART and PyTorch). A label outside [0, C) that is
+// zero row to dx, and is not counted by the mean; a mean over only ignored
+// samples is NaN for the loss (as PopART and PyTorch) and for dx (as PopART,
+// which scales by 1/0; PyTorch gives zeros). A label outside [0, C) that is
 // not ignored selects p = 0 and a zero one-hot row, as the IPU's one-hot
 // encoding does (no error). The mean divides by the number of counted
-// samples, for the loss and for dx alike. g_s is loss_grad (dE/dl): a single
-// value, or one per sample when it has the labels' shape. All arithmetic is
-// in double; outputs are rounded once to the probs dtype.
+// samples, for the loss and for dx alike. (PopART's dx, without
+// ignore_index, divides by probs.shape[0] instead, which differs from N when
+// probs has rank > 2; ipuxl keeps dx the gradient of the returned loss.)
+// g_s is loss_grad (dE/dl): a single value, or one per sample when it has
+// the labels' shape. All arithmetic is in double; outputs are rounded once
+// to the probs dtype.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -117,7 +121,8 @@ std::unique_ptr<Kernel> nll_factory(const OpDesc& d) {
   check_loss_out(d, *d.out[0], *d.in[0], *d.in[1], red);
   const bool f16_probs = d.in[0]->dtype == DType::Float16;
   const bool i32 = d.in[1]->dtype == DType::Int32;
-  if (f16_probs) return i32 ? nll_kernel<f16, int32_t>(d, sh, red) : nll_kernel<f16, uint32_t>(d, sh, red);
+  if (f16_probs)
+    return i32 ? nll_kernel<f16, int32_t>(d, sh, red) : nll_kernel<f16, uint32_t>(d, sh, red);
   return i32 ? nll_kernel<float, int32_t>(d, sh, red) : nll_kernel<float, uint32_t>(d, sh, red);
 }
 

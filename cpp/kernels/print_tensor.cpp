@@ -14,8 +14,9 @@
 //   elements, every dimension longer than 2 * edge_items shows its first and
 //   last edge_items entries with `...` between them.
 // * Line splitting: when max_line_width > 0, a line that would exceed it is
-//   broken after a separator; continuation lines are indented two spaces
-//   deeper than the line's bracket.
+//   broken after a separator (a space separator is dropped there);
+//   continuation lines are indented two spaces deeper than the line's
+//   bracket.
 // * Numbers: with digits > 0, all printed values share one format and are
 //   right-aligned to a common width. Floats use
 //     fixed:      digits significant digits for the largest magnitude
@@ -160,9 +161,11 @@ class Printer {
       if (k == 0) {
         cur += toks[k];
       } else {
-        const size_t need = cur.size() + f_.sep.size() + toks[k].size() + (last ? f_.close.size() : 0);
+        const size_t need =
+            cur.size() + f_.sep.size() + toks[k].size() + (last ? f_.close.size() : 0);
         if (f_.width > 0 && need > (size_t)f_.width) {
-          out_ += cur + f_.sep + "\n";
+          // A whitespace separator is not left dangling at the line end.
+          out_ += cur + (f_.sep == " " ? std::string() : f_.sep) + "\n";
           cur = cont + toks[k];
         } else {
           cur += f_.sep + toks[k];
@@ -273,9 +276,11 @@ std::unique_ptr<Kernel> print_tensor_factory(const OpDesc& d) {
   const bool print_self = d.attrs.i("print_self", 1) != 0;
   return make_kernel(
       [in, o, f, print_self](RunContext&) {
-        if (in->data != o->data) std::memcpy(o->data, in->data, o->nbytes());
+        // memmove and formatting from the output: safe even if the memory
+        // planner gave the output storage that overlaps the input's.
+        if (in->data != o->data) std::memmove(o->data, in->data, o->nbytes());
         if (!print_self) return;
-        const std::string s = format_tensor(*in, f);
+        const std::string s = format_tensor(*o, f);
         std::fwrite(s.data(), 1, s.size(), stderr);
         std::fflush(stderr);
       },

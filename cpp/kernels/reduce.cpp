@@ -120,7 +120,8 @@ bool needs_elements(Kind k) { return k == Kind::Max || k == Kind::Min || k == Ki
 
 // One reduction of n elements of `base` at offsets `off` (n may be 0 where allowed).
 template <class T>
-T reduce_group(Kind kind, const T* base, const int64_t* off, int64_t n, std::vector<double>& scratch) {
+T reduce_group(Kind kind, const T* base, const int64_t* off, int64_t n,
+               std::vector<double>& scratch) {
   if constexpr (is_float_v<T>) {
     auto at = [&](int64_t r) { return (double)base[off[r]]; };
     switch (kind) {

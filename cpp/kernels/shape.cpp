@@ -31,7 +31,7 @@ std::unique_ptr<Kernel> transpose_factory(const OpDesc& d) {
     v.shape.push_back(in->shape[(size_t)p]);
     v.strides.push_back(in_strides[(size_t)p]);
   }
-  if (in->data == out->data && in->nelms > 0) {
+  if (in->data == out->data && out->nelms > 0) {
     // Aliased output: only valid when the permutation keeps the memory order
     // of the non-unit axes, so the bytes are already right.
     d.expect_shape(*out, v.shape);

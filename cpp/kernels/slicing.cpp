@@ -35,7 +35,7 @@ std::unique_ptr<Kernel> slice_factory(const OpDesc& d) {
     v.strides.push_back(steps[(size_t)k] * st[(size_t)k]);
     v.base += starts[(size_t)k] * st[(size_t)k];
   }
-  if (in->data == out->data && in->nelms > 0) {
+  if (in->data == out->data && out->nelms > 0) {
     // Aliased output: only the whole, unreversed input is a valid alias.
     for (int64_t k = 0; k < rank; ++k) {
       const int64_t n = in->shape[(size_t)k];

@@ -25,8 +25,10 @@ constexpr bool is_int_v = std::is_integral_v<C> && !std::is_same_v<C, bool>;
 template <class C>
 C narrow_limit(double v) {
   if constexpr (std::is_same_v<C, float>) {
-    if (v > (double)std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
-    if (v < -(double)std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+    constexpr double fmax = (double)std::numeric_limits<float>::max();
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    if (v > fmax) return inf;
+    if (v < -fmax) return -inf;
   }
   return (C)v;
 }
@@ -54,7 +56,8 @@ KernelFactory same_type(Op op) {
     }
     if (!ok)
       d.fail(std::string("unsupported dtype ") + dtype_name(dt) +
-             (FloatOnly ? " (expected float16, float32 or float64)" : " (expected a numeric type)"));
+             (FloatOnly ? " (expected float16, float32 or float64)"
+                        : " (expected a numeric type)"));
     return k;
   };
 }

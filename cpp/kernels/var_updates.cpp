@@ -102,7 +102,14 @@ void expect_inplace_out(const OpDesc& d, const TensorRef* t) {
 
 // ------------------------------------------------------------ Accumulate
 
-enum class AccMode { Add, DampenedAdd, DampenedAddSquare, Mean, MovingAverage, MovingAverageSquare };
+enum class AccMode {
+  Add,
+  DampenedAdd,
+  DampenedAddSquare,
+  Mean,
+  MovingAverage,
+  MovingAverageSquare
+};
 
 AccMode parse_acc_mode(const OpDesc& d) {
   const std::string m = d.attrs.s("mode");
@@ -283,7 +290,8 @@ std::unique_ptr<Kernel> sparse_accumulate_factory(const OpDesc& d) {
             for (int64_t a = 0; a < outer; ++a) {
               T* dst = out + (a * dim + r) * inner;
               const double* src = xs.data() + (a * kn + kk) * inner;
-              for (int64_t j = 0; j < inner; ++j) dst[j] = store<T>((double)(C)dst[j] + fv * src[j]);
+              for (int64_t j = 0; j < inner; ++j)
+                dst[j] = store<T>((double)(C)dst[j] + fv * src[j]);
             }
           }
         },

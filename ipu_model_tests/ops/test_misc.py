@@ -34,10 +34,12 @@ def _foreign_tensor(ir):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
 def test_fmod(shapes, dtype):
     a = _data(shapes[0], dtype, -20, 20)
-    b = _data(shapes[1], dtype, 1, 7) * np.where(_data(shapes[1], np.float32) > 0, 1, -1).astype(dtype)
+    signs = np.where(_data(shapes[1], np.float32) > 0, 1, -1).astype(dtype)
+    b = _data(shapes[1], dtype, 1, 7) * signs
     got = run_fn(ops.fmod, a, b)
-    want = torch.fmod(torch.from_numpy(a.astype(np.float32) if dtype == np.float16 else a),
-                      torch.from_numpy(b.astype(np.float32) if dtype == np.float16 else b)).numpy()
+    wide = np.float32 if dtype == np.float16 else dtype
+    want = torch.fmod(torch.from_numpy(np.asarray(a, dtype=wide)),
+                      torch.from_numpy(np.asarray(b, dtype=wide))).numpy()
     assert got.dtype == dtype and got.shape == np.broadcast_shapes(shapes[0], shapes[1])
     np.testing.assert_allclose(got.astype(np.float64), want.astype(dtype).astype(np.float64),
                                **_tol(dtype))
@@ -106,7 +108,7 @@ def test_pow_bad():
             ops.pow(f, "2")
     x = _foreign_tensor(ir)
     with ir.main_graph:
-        with pytest.raises(ValueError, match="pow: .*'other'"):
+        with pytest.raises(ValueError, match="pow: .*in graph 'other"):
             ops.pow(x, 2.0)
 
 
@@ -192,7 +194,7 @@ def test_identity_bad():
     x = _foreign_tensor(ir)
     with ir.main_graph:
         for fn in (ops.identity, ops.detach, ops.detach_):
-            with pytest.raises(ValueError, match="'other'"):
+            with pytest.raises(ValueError, match="in graph 'other"):
                 fn(x)
         with pytest.raises(TypeError, match="must be a Tensor"):
             ops.identity([1, 2])

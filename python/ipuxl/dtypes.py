@@ -83,7 +83,7 @@ class dtype:
         if d is _builtin_int:
             return int64
         if d is _builtin_float:
-            return float64
+            return float32  # as PopXL
         if isinstance(d, np.ndarray):
             d = d.dtype
         mod = type(d).__module__

@@ -198,7 +198,9 @@ class Graph:
         return self._tensors.get(t.id) is t
 
     def __eq__(self, other):
-        return isinstance(other, Graph) and other._ir is self._ir and other._name == self._name
+        if not isinstance(other, Graph):
+            raise TypeError(f"Cannot compare a Graph with {type(other).__name__}")
+        return other._ir is self._ir and other._name == self._name
 
     def __hash__(self):
         return hash((self._name, id(self._ir)))

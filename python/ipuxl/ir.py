@@ -103,6 +103,9 @@ class Ir:
         from .context import get_current_context
         from .tensor import Tensor, TensorByRef, TensorSpec, graph_input, graph_output
 
+        if not callable(fn):
+            raise TypeError(f"Callable `fn` must be a function or a popxl.Module, got "
+                            f"{type(fn).__name__}")
         target = fn.build if hasattr(fn, "build") and not inspect.isfunction(fn) and \
             not inspect.ismethod(fn) else fn
         qual = getattr(fn, "__qualname__", None) or type(fn).__qualname__

@@ -289,9 +289,8 @@ class Session:
             if n > 1 and a.ndim == len(full) and a.shape[1:] == full[1:] and a.shape[0] > n:
                 a = a[:n]  # PopXL accepts a longer leading dimension
                 ok = True
-            elif a.size == int(np.prod(full, dtype=np.int64)) and \
-                    tuple(d for d in a.shape if d != 1) == tuple(d for d in full if d != 1):
-                a = a.reshape(full)
+            elif a.size == 1 and all(d == 1 for d in full):
+                a = a.reshape(full)  # a single value for an all-ones shape
                 ok = True
             if not ok:
                 raise ValueError(
@@ -306,8 +305,7 @@ class Session:
         if arr.dtype != s.dtype.as_numpy():
             raise ValueError(f"Output array for stream {s.tensor_id} has dtype {arr.dtype}, "
                              f"expected {s.dtype.as_numpy()}")
-        if arr.size != int(np.prod(full, dtype=np.int64)) or not arr.flags.c_contiguous or \
-                not arr.flags.writeable:
+        if arr.shape != full or not arr.flags.c_contiguous or not arr.flags.writeable:
             raise ValueError(
                 f"Output array for stream {s.tensor_id} must be a writable C-contiguous array "
                 f"of shape {full}, got shape {arr.shape}")

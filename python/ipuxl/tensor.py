@@ -62,8 +62,8 @@ class Tensor:
     """A tensor of a graph. Created by ops and the creation functions, never directly."""
 
     def __init__(self):
-        raise TypeError(
-            "Tensor cannot be constructed directly; use popxl.variable, popxl.constant, "
+        raise RuntimeError(
+            "popxl.Tensor cannot be constructed directly; use popxl.variable, popxl.constant, "
             "popxl.graph_input or an op.")
 
     @classmethod
@@ -143,15 +143,19 @@ class Tensor:
 
     @property
     def ipu(self) -> int:
+        """The virtual IPU of the op producing this tensor."""
         p = self._producer
-        if p is not None:
-            return p.ipu
-        return get_current_context()._ipu_id if self.tensor_type != "Variable" else 0
+        if p is None:
+            raise UndefinedValue(f"Tensor {self.id} has no producer, so its ipu is undefined")
+        return p.ipu
 
     @property
     def tile_set(self) -> str:
+        """``"compute"`` or ``"io"``: the tile set of the op producing this tensor."""
         p = self._producer
-        return p.tile_set if p is not None else "compute"
+        if p is None:
+            raise UndefinedValue(f"Tensor {self.id} has no producer, so its tile set is undefined")
+        return p.tile_set
 
     @property
     def in_sync_with_ipu(self) -> bool:
@@ -234,7 +238,10 @@ class Tensor:
         return self._ops().add(self._ensure_tensor(o), self)
 
     def __iadd__(self, o):
-        return self._ops().add_(self, self._ensure_tensor(o))
+        # As PopXL: update in place and keep the same Tensor object, so
+        # `x += y` works on variables and later ops see the new value.
+        self._ops().add_(self, self._ensure_tensor(o))
+        return self
 
     def __sub__(self, o):
         return self._ops().sub(self, self._ensure_tensor(o))
@@ -242,8 +249,6 @@ class Tensor:
     def __rsub__(self, o):
         return self._ops().sub(self._ensure_tensor(o), self)
 
-    def __isub__(self, o):
-        return self._ops().sub_(self, self._ensure_tensor(o))
 
     def __mul__(self, o):
         return self._ops().mul(self, self._ensure_tensor(o))
@@ -251,8 +256,6 @@ class Tensor:
     def __rmul__(self, o):
         return self._ops().mul(self._ensure_tensor(o), self)
 
-    def __imul__(self, o):
-        return self._ops().mul_(self, self._ensure_tensor(o))
 
     def __truediv__(self, o):
         return self._ops().div(self, self._ensure_tensor(o))
@@ -260,8 +263,6 @@ class Tensor:
     def __rtruediv__(self, o):
         return self._ops().div(self._ensure_tensor(o), self)
 
-    def __itruediv__(self, o):
-        return self._ops().div_(self, self._ensure_tensor(o))
 
     def __mod__(self, o):
         return self._ops().fmod(self, self._ensure_tensor(o))
@@ -325,7 +326,7 @@ class Tensor:
         return isinstance(other, Tensor) and self._id == other._id and self._graph is other._graph
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}[{self.id} {self.dtype} {self.shape}]"
+        return f"Tensor[{self.id} {self.dtype} {self.shape}]"
 
 
 class Variable(Tensor):
@@ -437,7 +438,7 @@ def constant(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
     g = get_current_graph()
     arr, dt = _to_host_array(data, dtype, downcast, "constant")
     t = Constant._create(g, name or "t", arr.shape, dt)
-    t._host_data = np.ascontiguousarray(arr)
+    t._host_data = np.array(arr, order="C", copy=True)  # keeps 0-d arrays 0-d
     return t
 
 

@@ -1,5 +1,6 @@
 """Arithmetic binary ops with NumPy broadcasting: add, sub, mul, div and
 their in-place forms (which write into, and return, the left operand)."""
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
@@ -78,3 +79,33 @@ def div(lhs: Tensor, rhs: Tensor) -> Tensor:
 def div_(lhs: Tensor, rhs: Tensor) -> Tensor:
     """``lhs /= rhs`` in place."""
     return _binary_inplace("DivLhsInplace", "div_", lhs, rhs)
+
+
+# ---- gradient rules (d(lhs op rhs) / d lhs, d rhs), reduced to operand shapes
+
+@register_grad("Add")
+def _add_grad(ctx):
+    g = ctx.g()
+    return [ctx.unbroadcast(g, 0), ctx.unbroadcast(g, 1)]
+
+
+@register_grad("Sub")
+def _sub_grad(ctx):
+    g = ctx.g()
+    return [ctx.unbroadcast(g, 0), ctx.unbroadcast(-g, 1) if ctx.needs(1) else None]
+
+
+@register_grad("Mul")
+def _mul_grad(ctx):
+    g = ctx.g()
+    return [ctx.unbroadcast(g * ctx.x(1), 0) if ctx.needs(0) else None,
+            ctx.unbroadcast(g * ctx.x(0), 1) if ctx.needs(1) else None]
+
+
+@register_grad("Div")
+def _div_grad(ctx):
+    g = ctx.g()
+    b = ctx.x(1)
+    da = ctx.unbroadcast(g / b, 0) if ctx.needs(0) else None
+    db = ctx.unbroadcast(-(g * ctx.x(0)) / (b * b), 1) if ctx.needs(1) else None
+    return [da, db]

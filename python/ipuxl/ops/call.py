@@ -13,6 +13,7 @@ import numpy as np
 from ..context import get_current_graph
 from ..errors import popart_exception
 from ..graph import Graph
+from ..grad import register_grad
 from ..op import Op, create_op
 from ..tensor import Tensor, constant
 from ..utils import table_to_string
@@ -205,3 +206,29 @@ def call(graph: Graph, *inputs: Union[Tensor, List[Tensor]],
     """Call ``graph`` with ``inputs`` (positional, then ``inputs_dict`` keyed
     by the graph's input tensors); returns its outputs in the parent graph."""
     return call_with_info(graph, *inputs, inputs_dict=inputs_dict).outputs
+
+
+@register_grad("Call")
+def _call_grad(ctx):
+    """Differentiate the called graph (once per graph) and call its gradient
+    graph; missing output gradients become zeros at the call boundary."""
+    op = ctx.op
+    sub = op.called_graphs[0]
+    info = ctx.subgraph_grad_info(sub)
+    from ..transforms.autodiff import ExpectedConnectionType
+
+    args = []
+    for ec in info.expected_inputs:
+        t = ec.fwd_tensor
+        if ec.connection_type == ExpectedConnectionType.FwdGrad:
+            args.append(ctx.g_or_zeros(sub._outputs.index(t)))
+        elif t in sub._inputs:
+            args.append(ctx.x(sub._inputs.index(t)))
+        else:
+            args.append(ctx.y(sub._outputs.index(t)))
+    outs = call(info.graph, *args) if info.expected_outputs else ()
+    result = [None] * len(op.inputs)
+    for ec, g in zip(info.expected_outputs, outs):
+        i = sub._inputs.index(ec.fwd_tensor)
+        result[i] = g if ctx.needs(i) else None
+    return result

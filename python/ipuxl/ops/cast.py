@@ -36,7 +36,8 @@ def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
     check_in_graph("cast", t=t)
     dt = _as_core_dtype("cast", data_type)
     if t.dtype in (dtypes.float8_143, dtypes.float8_152):
-        raise NotImplementedError(f"cast: casting from {t.dtype.name} (fp8) is not supported by ipuxl")
+        raise NotImplementedError(
+            f"cast: casting from {t.dtype.name} (fp8) is not supported by ipuxl")
     check_dtype_in("cast", t, ALL_DTYPES)
     out = create_op("Cast", [t], [(f"{t.name}_{dt.name}", t.shape, dt)], {"to": dt._core_code},
                     name="cast")

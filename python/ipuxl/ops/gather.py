@@ -1,2 +1,331 @@
-"""(being written)"""
-__all__ = []
+"""Index-driven ops: gather, tied_gather, scatter, scatter_reduce,
+dynamic_slice, dynamic_update, dynamic_update_ and onehot.
+
+Out-of-range indices never read or write outside a tensor. What they do:
+
+* ``gather``/``tied_gather``: with ``zero_OOR=True`` an index outside
+  ``[0, n)`` gives zeros (negative indices count as out of range, as in
+  PopART). With ``zero_OOR=False`` PopXL leaves the result undefined; ipuxl
+  follows :func:`numpy.take` for indices in ``[-n, n)`` and clamps the others
+  to the nearest valid index.
+* ``scatter``: indices in ``[-n, n)`` (ONNX ScatterElements; negative values
+  count from the end); others are ignored. With repeated indices the last
+  update in row-major order wins (PopXL leaves this undefined).
+* ``scatter_reduce``: indices outside ``[0, axis_size)`` are ignored.
+* ``dynamic_slice``/``dynamic_update``: as Poplar, an offset is read as
+  unsigned, an offset not below the axis length becomes 0, and a slice that
+  runs past the end of an axis wraps round to its start.
+* ``onehot``: indices in ``[-depth, depth)`` (ONNX); others give a row of
+  "off" values.
+"""
+from typing import Iterable, List, Optional
+
+import numpy as np
+
+from ..op import create_op
+from ..tensor import Constant, Tensor, constant
+from .shape import _is_int
+from .utils import (ALL_DTYPES, INT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
+                    check_same_dtype, check_tensor, normalize_axis, same_tile_set)
+
+__all__ = ["gather", "tied_gather", "scatter", "scatter_reduce", "dynamic_slice",
+           "dynamic_update", "dynamic_update_", "onehot"]
+
+
+def _indices(op: str, indices, name: str = "indices") -> Tensor:
+    """A Tensor of integer indices from a Tensor or host integers."""
+    if not isinstance(indices, Tensor):
+        arr = np.asarray(indices)
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise TypeError(f"{op}: {name} must be an integer Tensor or host integers, "
+                            f"got {indices!r}")
+        indices = constant(arr.astype(np.int32) if arr.size == 0 else arr)
+    check_dtype_in(op, indices, INT_DTYPES, f"{name} must have")
+    return indices
+
+
+def _check_amp(op: str, amp) -> None:
+    if amp is None:
+        return
+    if isinstance(amp, bool) or not isinstance(amp, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{op}: available_memory_proportion must be a float, got {amp!r}")
+    if not 0.0 < float(amp) <= 1.0:
+        raise ValueError(f"{op}: available_memory_proportion must be in (0, 1], got {amp}")
+
+
+def _gather(kind: str, op: str, t: Tensor, indices, axis: int, amp, zero_OOR) -> Tensor:
+    check_tensor(op, "t", t)
+    indices = _indices(op, indices)
+    check_in_graph(op, t=t, indices=indices)
+    same_tile_set(op, t, indices)
+    check_dtype_in(op, t, ALL_DTYPES)
+    _check_amp(op, amp)
+    if t.rank == 0:
+        raise ValueError(f"{op}: cannot gather from the scalar tensor {t.id!r}")
+    axis = normalize_axis(op, axis, t.rank)
+    shape = t.shape[:axis] + indices.shape + t.shape[axis + 1:]
+    return create_op(kind, [t, indices], [(f"{op}_out", shape, t.dtype)],
+                     {"axis": axis, "zero_oor": bool(zero_OOR)}, name=op).outputs[0]
+
+
+def gather(t: Tensor, indices: Tensor, axis: int = 0,
+           available_memory_proportion: Optional[float] = None, zero_OOR: bool = False) -> Tensor:
+    """Select slices of ``t`` along ``axis`` at ``indices`` (like
+    :func:`numpy.take`): the output shape is
+    ``t.shape[:axis] + indices.shape + t.shape[axis+1:]``.
+
+    ``available_memory_proportion`` is a planning hint (accepted, checked,
+    unused by the simulator). ``zero_OOR=True`` gives zeros for indices
+    outside ``[0, n)``; see the module docstring for other out-of-range
+    indices.
+    """
+    return _gather("Gather", "gather", t, indices, axis, available_memory_proportion, zero_OOR)
+
+
+def tied_gather(t: Tensor, indices: Tensor, axis: int = 0,
+                available_memory_proportion: Optional[float] = None,
+                zero_OOR: bool = False) -> Tensor:
+    """Numerically identical to :func:`gather`; on the IPU it differs only in
+    the tile layout of ``t`` (it does not lay it out for the gather)."""
+    return _gather("TiedGather", "tied_gather", t, indices, axis, available_memory_proportion,
+                   zero_OOR)
+
+
+def scatter(t: Tensor, indices: Tensor, values: Tensor, axis: int = 0,
+            available_memory_proportion: Optional[float] = None) -> Tensor:
+    """A copy of ``t`` with ``values`` written at ``indices`` along ``axis``
+    (ONNX ScatterElements): for each position ``p`` of ``indices``,
+    ``out[p with p[axis] = indices[p]] = values[p]``.
+
+    ``indices`` and ``values`` have the same shape and the rank of ``t``; off
+    the scatter axis their dimensions may not exceed ``t``'s. ``values`` may be
+    host data (converted to ``t``'s dtype).
+    """
+    op = "scatter"
+    check_tensor(op, "t", t)
+    indices = _indices(op, indices)
+    if not isinstance(values, Tensor):
+        values = constant(np.asarray(values, dtype=t.dtype.as_numpy()), t.dtype)
+    check_in_graph(op, t=t, indices=indices, values=values)
+    same_tile_set(op, t, indices, values)
+    check_same_dtype(op, t, values)
+    check_dtype_in(op, t, ALL_DTYPES)
+    _check_amp(op, available_memory_proportion)
+    if t.rank == 0:
+        raise ValueError(f"{op}: cannot scatter into the scalar tensor {t.id!r}")
+    axis = normalize_axis(op, axis, t.rank)
+    if indices.shape != values.shape:
+        raise ValueError(f"{op}: indices {indices.id!r} {indices.shape} and values {values.id!r} "
+                         f"{values.shape} must have the same shape")
+    if indices.rank != t.rank:
+        raise ValueError(f"{op}: indices {indices.id!r} {indices.shape} must have the rank of "
+                         f"t {t.id!r} {t.shape}")
+    for k in range(t.rank):
+        if k != axis and indices.shape[k] > t.shape[k]:
+            raise ValueError(f"{op}: indices {indices.id!r} {indices.shape} are larger than t "
+                             f"{t.id!r} {t.shape} on axis {k}")
+    return create_op("Scatter", [t, indices, values], [("scatter_out", t.shape, t.dtype)],
+                     {"axis": axis}, name=op).outputs[0]
+
+
+_REDUCTIONS = ("sum", "max", "min", "mul", "none")
+
+
+def scatter_reduce(data: Tensor, indices: Tensor, reduction: str = "sum",
+                   initial_values: Optional[Tensor] = None, axis: int = 0,
+                   axis_size: Optional[int] = None, enable_index_broadcast: bool = True,
+                   available_memory_proportion: Optional[float] = None) -> Tensor:
+    """Reduce the elements of ``data`` into the output positions given by
+    ``indices`` along ``axis`` (as ``torch_scatter.scatter``):
+    ``out[p with p[axis] = indices[p]] (op)= data[p]``.
+
+    The output has ``data``'s shape with ``axis`` of length ``axis_size``, or
+    the shape of ``initial_values`` when given. Without ``initial_values`` the
+    output starts at 0 (1 for ``"mul"``) and positions nothing is scattered
+    to stay 0 (1 for ``"mul"``), also for ``"max"``/``"min"``; with them, the
+    initial values take part in the reduction. ``"none"`` writes the values
+    (with repeated indices, the last in row-major order wins).
+
+    ``indices`` has ``data``'s shape or, with ``enable_index_broadcast``, is
+    a vector of ``data.shape[axis]`` entries (possibly with extra singleton
+    axes) applied along ``axis`` to every other position.
+    """
+    op = "scatter_reduce"
+    check_tensor(op, "data", data)
+    indices = _indices(op, indices)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: the reduction must be one of {list(_REDUCTIONS)}, got "
+                         f"{reduction!r}")
+    if initial_values is None and axis_size is None:
+        raise ValueError(f"{op}: one of initial_values and axis_size must be specified")
+    check_in_graph(op, data=data, indices=indices, initial_values=initial_values)
+    same_tile_set(op, data, indices, initial_values)
+    check_dtype_in(op, data, NUMERIC_DTYPES)
+    _check_amp(op, available_memory_proportion)
+    if data.rank == 0:
+        raise ValueError(f"{op}: data {data.id!r} must have rank >= 1")
+    axis = normalize_axis(op, axis, data.rank)
+    shape = list(data.shape)
+    if initial_values is not None:
+        check_same_dtype(op, data, initial_values)
+        shape = list(initial_values.shape)
+        if len(shape) != data.rank or any(shape[k] != data.shape[k]
+                                          for k in range(data.rank) if k != axis):
+            raise ValueError(f"{op}: initial_values {initial_values.id!r} {initial_values.shape} "
+                             f"must match data {data.id!r} {data.shape} except on axis {axis}")
+        if axis_size is not None and axis_size != shape[axis]:
+            raise ValueError(f"{op}: axis_size {axis_size} differs from the length {shape[axis]} "
+                             f"of initial_values {initial_values.id!r} on axis {axis}")
+    else:
+        if not _is_int(axis_size) or axis_size < 1:
+            raise ValueError(f"{op}: axis_size must be an int > 0, got {axis_size!r}")
+        shape[axis] = int(axis_size)
+    # The indices as a shape of data's rank: same shape, or a vector along
+    # `axis` with singleton axes around it (index broadcasting).
+    if indices.shape == data.shape:
+        index_shape = list(data.shape)
+    else:
+        if not enable_index_broadcast:
+            raise NotImplementedError(
+                f"{op}: indices {indices.id!r} {indices.shape} differ from data {data.id!r} "
+                f"{data.shape}; partial indices without enable_index_broadcast are not "
+                "supported by ipuxl")
+        if indices.rank > data.rank:
+            raise ValueError(f"{op}: indices rank {indices.rank} must be <= data rank {data.rank}")
+        index_shape = list(indices.shape)
+        if indices.rank == 1:
+            index_shape = [1] * axis + index_shape
+        index_shape += [1] * (data.rank - len(index_shape))
+        non_unit = [k for k, d in enumerate(index_shape) if d != 1]
+        if non_unit not in ([axis], []) or index_shape[axis] != data.shape[axis]:
+            raise ValueError(
+                f"{op}: indices {indices.id!r} {indices.shape} must have the shape of data "
+                f"{data.id!r} {data.shape} or be a vector of {data.shape[axis]} entries along "
+                f"axis {axis} (partial broadcasting is not supported)")
+    inputs = [data, indices] + ([initial_values] if initial_values is not None else [])
+    return create_op("ScatterReduce", inputs, [("scatterreduce_out", tuple(shape), data.dtype)],
+                     {"axis": axis, "reduction": reduction, "index_shape": index_shape},
+                     name=op).outputs[0]
+
+
+def _dynamic_args(op: str, t: Tensor, index, axes, sizes):
+    check_tensor(op, "t", t)
+    if not isinstance(index, Tensor):
+        arr = np.asarray(index)
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{op}: index must be an integer Tensor, got {index!r}")
+        index = constant(arr.astype(np.uint32))
+    check_dtype_in(op, index, INT_DTYPES, "index must have")
+    try:
+        axes = list(axes)
+        sizes = list(sizes)
+    except TypeError:
+        raise TypeError(f"{op}: axes and sizes must be lists of ints") from None
+    if not all(_is_int(a) for a in axes) or not all(_is_int(s) for s in sizes):
+        raise TypeError(f"{op}: axes and sizes must be lists of ints, got {axes!r}, {sizes!r}")
+    if len(axes) != len(sizes):
+        raise ValueError(f"{op}: axes {axes} and sizes {sizes} must have the same length")
+    if index.nelms != len(axes) or index.rank > 1:
+        raise ValueError(f"{op}: index {index.id!r} {index.shape} must be a vector with one "
+                         f"entry per axis ({len(axes)})")
+    if t.rank == 0 and axes:
+        raise ValueError(f"{op}: tensor {t.id!r} is a scalar and has no axis to slice")
+    axes = [normalize_axis(op, a, t.rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: repeated axis in {axes}")
+    part = list(t.shape)
+    for a, s in zip(axes, sizes):
+        if not 0 <= s <= t.shape[a]:
+            raise ValueError(f"{op}: size {s} is out of range for axis {a} of tensor {t.id!r} "
+                             f"{t.shape}")
+        part[a] = int(s)
+    return index, axes, [int(s) for s in sizes], tuple(part)
+
+
+def dynamic_slice(t: Tensor, index: Tensor, axes: List[int], sizes: List[int],
+                  no_overlap: bool) -> Tensor:
+    """A copy of the slice of ``t`` starting at the run-time offsets ``index``
+    (one per axis in ``axes``) with ``sizes`` elements on those axes and all
+    elements on the others. See the module docstring for offsets out of range.
+    ``no_overlap`` only matters to gradients (recorded, unused here).
+    """
+    op = "dynamic_slice"
+    index, axes, sizes, part = _dynamic_args(op, t, index, axes, sizes)
+    check_in_graph(op, t=t, index=index)
+    same_tile_set(op, t, index)
+    return create_op("DynamicSlice", [t, index], [("dynamic_slice_out", part, t.dtype)],
+                     {"axes": axes, "sizes": sizes, "no_overlap": bool(no_overlap)},
+                     name=op).outputs[0]
+
+
+def _dynamic_update(kind: str, op: str, t: Tensor, index, t_update: Tensor, axes, sizes,
+                    no_overlap, inplace: bool) -> Tensor:
+    index, axes, sizes, part = _dynamic_args(op, t, index, axes, sizes)
+    check_tensor(op, "t_update", t_update)
+    check_in_graph(op, t=t, index=index, t_update=t_update)
+    same_tile_set(op, t, index, t_update)
+    check_same_dtype(op, t, t_update)
+    if t_update.shape != part:
+        raise ValueError(f"{op}: t_update {t_update.id!r} has shape {t_update.shape}; the slice "
+                         f"of {t.id!r} {t.shape} with axes {axes} and sizes {sizes} has shape "
+                         f"{part}")
+    kw = {"aliases": [(0, 0)], "modified": [0]} if inplace else {}
+    return create_op(kind, [t, index, t_update], [(f"{op}_out", t.shape, t.dtype)],
+                     {"axes": axes, "sizes": sizes, "no_overlap": bool(no_overlap)},
+                     name=op, **kw).outputs[0]
+
+
+def dynamic_update(t: Tensor, index: Tensor, t_update: Tensor, axes: Iterable[int],
+                   sizes: Iterable[int], no_overlap: bool) -> Tensor:
+    """A copy of ``t`` with the slice at the run-time offsets ``index`` (see
+    :func:`dynamic_slice`) replaced by ``t_update``."""
+    return _dynamic_update("DynamicUpdate", "dynamic_update", t, index, t_update, axes, sizes,
+                           no_overlap, False)
+
+
+def dynamic_update_(t: Tensor, index: Tensor, t_update: Tensor, axes: Iterable[int],
+                    sizes: Iterable[int], no_overlap: bool) -> Tensor:
+    """In-place :func:`dynamic_update`: writes into ``t`` and returns it."""
+    return _dynamic_update("DynamicUpdateInplace", "dynamic_update_", t, index, t_update, axes,
+                           sizes, no_overlap, True)
+
+
+def onehot(t: Tensor, num_classes: Tensor, values: Tensor, axis: int) -> Tensor:
+    """One-hot encoding (ONNX OneHot): the output has ``t``'s shape with a new
+    axis of length ``num_classes`` inserted at ``axis`` (in ``[-r-1, r]``),
+    holding ``values[1]`` ("on") where the class equals ``t``'s index and
+    ``values[0]`` ("off") elsewhere. Its dtype is ``values``'s.
+
+    ``num_classes`` must be known while the graph is built: a scalar constant
+    tensor (or a Python int). ``values`` is a 2-element tensor ``[off, on]``.
+    Non-integer indices are truncated.
+    """
+    op = "onehot"
+    check_tensor(op, "t", t)
+    if _is_int(num_classes):
+        num_classes = constant(np.int32(num_classes))
+    check_tensor(op, "num_classes", num_classes)
+    if not isinstance(num_classes, Constant):
+        raise ValueError(f"{op}: num_classes {num_classes.id!r} must be a constant tensor (its "
+                         "value sets the output shape)")
+    if not isinstance(values, Tensor):
+        values = constant(values)
+    check_in_graph(op, t=t, num_classes=num_classes, values=values)
+    same_tile_set(op, t, num_classes, values)
+    check_dtype_in(op, t, NUMERIC_DTYPES)
+    check_dtype_in(op, num_classes, NUMERIC_DTYPES)
+    check_dtype_in(op, values, ALL_DTYPES)
+    if num_classes.nelms != 1:
+        raise ValueError(f"{op}: num_classes {num_classes.id!r} must be a scalar, has shape "
+                         f"{num_classes.shape}")
+    depth_f = float(np.asarray(num_classes._host_data).reshape(-1)[0])
+    depth = int(depth_f)
+    if depth != depth_f or depth < 1:
+        raise ValueError(f"{op}: num_classes must be a positive integer, got {depth_f}")
+    if values.nelms != 2 or values.rank != 1:
+        raise ValueError(f"{op}: values {values.id!r} must have shape (2,) [off, on], has "
+                         f"{values.shape}")
+    axis = normalize_axis(op, axis, t.rank + 1)
+    shape = t.shape[:axis] + (depth,) + t.shape[axis:]
+    return create_op("Onehot", [t, num_classes, values], [("onehot_out", shape, values.dtype)],
+                     {"axis": axis, "depth": depth}, name=op).outputs[0]

@@ -9,8 +9,9 @@ picks ``p = probs[..., labels[...]]``.
 
 * A sample whose label equals ``ignore_index`` adds 0 to the loss (and a zero
   row to the gradient) and is not counted by the ``'mean'`` reduction, which
-  divides by the number of counted samples (NaN when none is counted, as
-  PyTorch).
+  divides by the number of counted samples. When none is counted the mean
+  loss is NaN (as PyTorch and PopART) and so is the gradient (as PopART;
+  PyTorch gives zeros).
 * A label outside ``[0, C)`` that is not ignored selects ``p = 0`` (the IPU's
   one-hot encoding gives an all-zero row); it is not an error.
 * ``reduction``: ``'mean'`` and ``'sum'`` give a scalar, ``'none'`` one loss
@@ -90,6 +91,10 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
     divided by the number of counted samples for ``'mean'``; ignored samples
     give zero rows. Returns ``(loss, dx)``; ``dx`` has the shape and dtype
     of ``probs``.
+
+    Note: for probs of rank > 2 without ``ignore_index``, PopART divides
+    ``dx`` by ``probs.shape[0]`` rather than by the number of samples; ipuxl
+    divides by the number of samples, so ``dx`` is the gradient of ``loss``.
     """
     name = "nll_loss_with_softmax_grad"
     if not isinstance(loss_grad, Tensor):

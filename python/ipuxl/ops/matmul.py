@@ -4,6 +4,7 @@ from typing import Optional
 import numpy as np
 
 from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, check_same_dtype, to_tensor
@@ -62,3 +63,39 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
 
         out = cast(out, dtypes.dtype.as_dtype(output_type))
     return out
+
+
+def _swap_last(t: Tensor) -> Tensor:
+    from .shape import transpose
+
+    perm = list(range(t.rank))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return transpose(t, perm)
+
+
+@register_grad("MatMul")
+def _matmul_grad(ctx):
+    """dA = G @ B^T, dB = A^T @ G on the promoted (>= 2-D) operands, summed
+    over broadcast batch axes and reshaped back to the operand shapes."""
+    from ..grad import sum_to_shape
+    from .shape import reshape
+
+    a, b, g = ctx.x(0), ctx.x(1), ctx.g()
+    A = a if a.rank > 1 else reshape(a, (1, a.shape[0]))
+    B = b if b.rank > 1 else reshape(b, (b.shape[0], 1))
+    gshape = list(g.shape)
+    if a.rank == 1:
+        gshape.insert(len(gshape) - (0 if b.rank == 1 else 1), 1)
+    if b.rank == 1:
+        gshape.append(1)
+    G = reshape(g, tuple(gshape)) if tuple(gshape) != g.shape else g
+    da = db = None
+    if ctx.needs(0):
+        da = matmul(G, _swap_last(B))
+        da = sum_to_shape(da, (1,) * max(0, da.rank - A.rank) + A.shape)
+        da = reshape(da, a.shape) if da.shape != a.shape else da
+    if ctx.needs(1):
+        db = matmul(_swap_last(A), G)
+        db = sum_to_shape(db, (1,) * max(0, db.rank - B.rank) + B.shape)
+        db = reshape(db, b.shape) if db.shape != b.shape else db
+    return [da, db]

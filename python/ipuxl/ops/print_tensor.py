@@ -1,6 +1,7 @@
 """``print_tensor``: print a tensor to stderr when the program runs."""
 import numbers
 
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import check_in_graph, check_tensor
@@ -73,3 +74,17 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True,
     attrs.update({k: int(v) for k, v in counts.items()})
     return create_op("PrintTensor", [t], [("print_out", t.shape, t.dtype)], attrs,
                      name=op).outputs[0]
+
+
+# ---- gradient rule: identity, printing the gradient when asked (PopART's
+# PrintTensorOp grad is a PrintTensorOp titled "<title>_gradient").
+
+@register_grad("PrintTensor")
+def _print_tensor_grad(ctx):
+    g = ctx.g()
+    a = ctx.attrs
+    if g is None or not a.get("print_gradient"):
+        return [g]
+    return [print_tensor(g, f"{a['title']}_gradient", True, False, a["summarise_threshold"],
+                         a["edge_items"], a["max_line_width"], a["digits"], a["float_format"],
+                         a["separator"], a["open_bracket"], a["close_bracket"])]

@@ -11,6 +11,7 @@ import numbers
 from typing import Iterable, Tuple
 
 from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor, constant
 from .utils import FLOAT_DTYPES, check_dtype_in, check_in_graph, check_tensor, same_tile_set
@@ -194,3 +195,23 @@ def split_random_seed(seed: Tensor, n: int = 2) -> Tuple[Tensor, ...]:
     _check_seed(op, seed, "seed")
     check_in_graph(op, seed=seed)
     return tuple(create_random_seed(seed, constant(i, dtypes.uint32)) for i in range(int(n)))
+
+
+# ---- gradient rules. The mask is a pure function of the seed, so dropping
+# out the incoming gradient with the same seed and ratio reproduces it
+# exactly: dy/dx = mask / (1 - ratio). The seed never carries a gradient.
+
+@register_grad("Dropout", nondiff=[1])
+def _dropout_grad(ctx):
+    g = ctx.g()
+    if g is None or not ctx.needs(0):
+        return [None, None]
+    return [dropout(g, ctx.x(1), ctx.attrs["ratio"]), None]
+
+
+@register_grad("ShapedDropout", nondiff=[1])
+def _shaped_dropout_grad(ctx):
+    g = ctx.g()
+    if g is None or not ctx.needs(0):
+        return [None, None]
+    return [shaped_dropout(g, ctx.x(1), ctx.attrs["shape"], ctx.attrs["ratio"]), None]

@@ -9,7 +9,7 @@ reading the result works, writing through it in place raises
 NotImplementedError (see :func:`~ipuxl.op.create_op`), and in-place changes
 made to the input *after* the transpose are not seen by the result.
 """
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 

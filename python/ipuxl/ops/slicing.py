@@ -1,2 +1,242 @@
-"""(being written)"""
-__all__ = []
+"""Slicing ops: slice, slice_, subsample, split, concat and concat_.
+
+``slice_`` and ``concat_`` are views in PopXL. A slice or a concatenation is
+not a same-order alias of one whole input, so ipuxl computes them as copies
+and marks the op ``_view_copy``: the result can be read, but writing through
+it in place raises NotImplementedError, and in-place changes made to the
+inputs after the op are not seen by the result. The only exceptions, which
+are true aliases, are a ``slice_`` that selects the whole tensor and a
+``concat_`` of a single tensor.
+"""
+import builtins
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+
+from ..op import create_op
+from ..tensor import Tensor
+from .shape import _is_int, _view_attrs
+from .utils import check_in_graph, check_same_dtype, normalize_axis, same_tile_set
+
+__all__ = ["slice", "slice_", "subsample", "split", "concat", "concat_"]
+
+IntOrList = Union[int, List[Optional[int]], None]
+
+
+def _as_list(op: str, name: str, v) -> Optional[list]:
+    if v is None:
+        return None
+    if _is_int(v):
+        return [int(v)]
+    if isinstance(v, (list, tuple)):
+        for e in v:
+            if e is not None and not _is_int(e):
+                raise TypeError(f"{op}: {name} must be an int, None or a list of them, got {v!r}")
+        return [None if e is None else int(e) for e in v]
+    raise TypeError(f"{op}: {name} must be an int, None or a list of them, got {v!r}")
+
+
+def _slice_params(op: str, t: Tensor, start, stop, step, axis):
+    """Per-axis start, step and output shape of a slice of ``t``.
+
+    Follows PopXL: scalars apply to one axis; lists give one slice per entry;
+    without ``axis`` the slices apply to axes 0..N-1. Bounds are resolved like
+    Python slices (negative indices count from the end, out-of-range bounds
+    are clamped)."""
+    lists = {"start": _as_list(op, "start", start), "stop": _as_list(op, "stop", stop),
+             "step": _as_list(op, "step", step)}
+    if axis is not None and not _is_int(axis):
+        if not isinstance(axis, (list, tuple)) or not all(_is_int(a) for a in axis):
+            raise TypeError(f"{op}: axis must be an int or a list of ints, got {axis!r}")
+    lists["axis"] = None if axis is None else ([int(axis)] if _is_int(axis) else
+                                               [int(a) for a in axis])
+    n = None
+    for k, v in lists.items():
+        if v is not None:
+            if n is None:
+                n = len(v)
+            elif len(v) != n:
+                raise ValueError(
+                    f"{op}: all inputs must have the same length. `{k}` has length {len(v)} != {n}.")
+    n = n or 0
+    steps = [1] * n if lists["step"] is None else [1 if e is None else e for e in lists["step"]]
+    starts = lists["start"] or [None] * n
+    stops = lists["stop"] or [None] * n
+    axes = list(range(n)) if lists["axis"] is None else lists["axis"]
+    if n > t.rank:
+        raise ValueError(f"{op}: {n} slices given for tensor {t.id!r} of rank {t.rank}")
+    axes = [normalize_axis(op, a, t.rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: repeated axis in {axes}")
+    out_start = [0] * t.rank
+    out_step = [1] * t.rank
+    shape = list(t.shape)
+    for a, b, e, s in zip(axes, starts, stops, steps):
+        if s == 0:
+            raise ValueError(f"{op}: step must not be zero (axis {a})")
+        r = range(*builtins.slice(b, e, s).indices(t.shape[a]))
+        shape[a] = len(r)
+        out_start[a] = r.start if len(r) else 0
+        out_step[a] = s
+    return out_start, out_step, tuple(shape)
+
+
+def slice(t: Tensor, start: IntOrList = None, stop: IntOrList = None, step: IntOrList = None,
+          axis: Optional[Union[int, List[int]]] = None) -> Tensor:
+    """Select elements of ``t`` with one slice per axis (a copy).
+
+    ``start`` (inclusive), ``stop`` (exclusive) and ``step`` are ints or lists
+    (one entry per sliced axis; ``None`` entries take the defaults). ``axis``
+    names the sliced axes; by default axes 0..N-1. Bounds behave like Python
+    slices: negative values count from the end and out-of-range values are
+    clamped. ``step`` may be any non-zero int (PopXL documents ±1; larger
+    steps behave like Python). With no start, stop or step, returns ``t``.
+    """
+    check_in_graph("slice", t=t)
+    if start is None and stop is None and step is None:
+        return t
+    starts, steps, shape = _slice_params("slice", t, start, stop, step, axis)
+    return create_op("Slice", [t], [("slice_out", shape, t.dtype)],
+                     {"starts": starts, "steps": steps}, name="slice").outputs[0]
+
+
+def slice_(t: Tensor, start: IntOrList = None, stop: IntOrList = None, step: IntOrList = None,
+           axis: Optional[Union[int, List[int]]] = None) -> Tensor:
+    """In-place (view) form of :func:`slice`; see the module docstring for how
+    ipuxl implements the view."""
+    check_in_graph("slice_", t=t)
+    if start is None and stop is None and step is None:
+        return t
+    starts, steps, shape = _slice_params("slice_", t, start, stop, step, axis)
+    whole = shape == t.shape and all(
+        b == 0 and (s == 1 or n <= 1) for b, s, n in zip(starts, steps, t.shape))
+    return create_op("SliceInplace", [t], [("slice_out", shape, t.dtype)],
+                     {"starts": starts, "steps": steps, **_view_attrs(t, not whole)},
+                     name="slice_inplace", aliases=[(0, 0)] if whole else ()).outputs[0]
+
+
+def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
+    """Every ``strides[k]``-th element along each axis ``k``, starting at 0
+    (``t[::s0, ::s1, ...]``). An int is accepted for a 1-D tensor.
+
+    Raises:
+        ValueError: ``strides`` does not have one entry per axis, or an entry
+            is below 1.
+    """
+    check_in_graph("subsample", t=t)
+    if _is_int(strides):
+        strides = [strides]
+    try:
+        strides = list(strides)
+    except TypeError:
+        raise TypeError(f"subsample: strides must be an int or a list of ints, got {strides!r}") from None
+    if not all(_is_int(s) for s in strides):
+        raise TypeError(f"subsample: strides must be ints, got {strides!r}")
+    if len(strides) != t.rank:
+        raise ValueError(
+            f"subsample: the length of `strides` ({len(strides)}) must match the rank of the "
+            f"input tensor {t.id!r} ({t.rank})")
+    if any(s < 1 for s in strides):
+        raise ValueError(f"subsample: strides must be >= 1, got {strides}")
+    shape = tuple(-(-d // s) for d, s in zip(t.shape, strides))
+    return create_op("Subsample", [t], [("subsample_out", shape, t.dtype)],
+                     {"strides": [int(s) for s in strides]}, name="subsample").outputs[0]
+
+
+def split(t: Tensor, splits: Union[int, List[int]], axis: int = 0) -> List[Tensor]:
+    """Split ``t`` along ``axis`` into ``splits`` equal parts (an int) or into
+    parts of the given lengths (a list). Returns a list of tensors (copies).
+
+    Raises:
+        ValueError: an int that does not divide the axis length, or lengths
+            that do not sum to it.
+    """
+    check_in_graph("split", t=t)
+    if t.rank == 0:
+        raise ValueError(f"split: tensor {t.id!r} is a scalar and cannot be split")
+    axis = normalize_axis("split", axis, t.rank)
+    n = t.shape[axis]
+    if _is_int(splits):
+        if splits < 1:
+            raise ValueError(f"split: the number of splits must be >= 1, got {splits}")
+        if n % splits != 0:
+            raise ValueError(
+                f"split: {splits} does not equally divide axis {axis} of tensor {t.id!r} "
+                f"with length {n}")
+        sizes = [n // int(splits)] * int(splits)
+    else:
+        try:
+            sizes = list(splits)
+        except TypeError:
+            raise TypeError(f"split: splits must be an int or a list of ints, got {splits!r}") from None
+        if not sizes or not all(_is_int(s) and s >= 0 for s in sizes):
+            raise ValueError(f"split: splits must be a non-empty list of ints >= 0, got {splits!r}")
+        sizes = [int(s) for s in sizes]
+        if sum(sizes) != n:
+            raise ValueError(
+                f"split: split lengths {sizes} sum to {sum(sizes)}, not to the length {n} of "
+                f"axis {axis} of tensor {t.id!r}")
+    outs = []
+    for i, s in enumerate(sizes):
+        shape = list(t.shape)
+        shape[axis] = s
+        outs.append((f"{t.name}_split_{i}", tuple(shape), t.dtype))
+    op = create_op("Split", [t], outs, {"axis": axis, "splits": sizes}, name="split")
+    return list(op.outputs)
+
+
+def _concat_check(op: str, ts) -> Tuple[List[Tensor], int]:
+    if isinstance(ts, Tensor):
+        raise TypeError(f"{op}: ts must be an iterable of Tensors, not a single Tensor")
+    try:
+        ts = list(ts)
+    except TypeError:
+        raise TypeError(f"{op}: ts must be an iterable of Tensors, got {ts!r}") from None
+    if not ts:
+        raise ValueError(f"{op}: at least one tensor is required")
+    check_in_graph(op, **{f"ts_{i}": t for i, t in enumerate(ts)})
+    same_tile_set(op, *ts)
+    check_same_dtype(op, *ts)
+    return ts, ts[0].rank
+
+
+def _concat_shape(op: str, ts: Sequence[Tensor], axis: int) -> Tuple[int, Tuple[int, ...]]:
+    rank = ts[0].rank
+    if rank == 0:
+        raise ValueError(f"{op}: scalar tensors cannot be concatenated ({ts[0].id!r})")
+    for t in ts:
+        if t.rank != rank:
+            raise ValueError(
+                f"{op}: all tensors must have the same rank; {ts[0].id!r} has shape "
+                f"{ts[0].shape} and {t.id!r} has shape {t.shape}")
+    axis = normalize_axis(op, axis, rank)
+    for t in ts:
+        for k in range(rank):
+            if k != axis and t.shape[k] != ts[0].shape[k]:
+                raise ValueError(
+                    f"{op}: shapes must match except on axis {axis}; {ts[0].id!r} has shape "
+                    f"{ts[0].shape} and {t.id!r} has shape {t.shape}")
+    shape = list(ts[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in ts)
+    return axis, tuple(shape)
+
+
+def concat(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
+    """Concatenate tensors of the same dtype and rank along ``axis`` into a new
+    tensor; all other dimensions must match."""
+    ts, _ = _concat_check("concat", ts)
+    axis, shape = _concat_shape("concat", ts, axis)
+    return create_op("Concat", ts, [("concat_out", shape, ts[0].dtype)], {"axis": axis},
+                     name="concat").outputs[0]
+
+
+def concat_(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
+    """In-place (view) form of :func:`concat`; see the module docstring for how
+    ipuxl implements the view."""
+    ts, _ = _concat_check("concat_", ts)
+    axis, shape = _concat_shape("concat_", ts, axis)
+    single = len(ts) == 1
+    attrs = {"axis": axis}
+    if not single or _view_attrs(ts[0], False):
+        attrs["_view_copy"] = True
+    return create_op("ConcatInplace", ts, [("concat_out", shape, ts[0].dtype)], attrs,
+                     name="concat_inplace", aliases=[(0, 0)] if single else ()).outputs[0]

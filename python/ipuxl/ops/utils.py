@@ -43,7 +43,8 @@ def check_in_graph(op: str, **tensors: Optional[Tensor]) -> None:
 
 
 def same_tile_set(op: str, *ts: Tensor) -> None:
-    sets = {t.tile_set for t in ts if t is not None}
+    # Tensors without a producer (variables, constants, inputs) go anywhere.
+    sets = {t.producer.tile_set for t in ts if t is not None and t.producer is not None}
     if len(sets) > 1:
         raise ValueError(f"{op}: inputs are on different tile sets {sorted(sets)}; use "
                          "ops.io_tile_copy to move tensors between IO and compute tiles")

@@ -1,0 +1,175 @@
+"""The gradient-rule registry.
+
+A *rule* for an op type builds the gradients of the op's inputs from the
+gradients of its outputs, emitting ordinary forward ops into the gradient
+graph (so a gradient graph can itself be differentiated). Rules live beside
+their op's builder, registered with :func:`register_grad`::
+
+    @register_grad("Mul")
+    def _mul_grad(ctx):
+        g = ctx.g()
+        return [ctx.unbroadcast(g * ctx.x(1), 0), ctx.unbroadcast(g * ctx.x(0), 1)]
+
+A rule returns one entry per op input: a Tensor, or None for a gradient known
+to be zero. Inputs listed in ``nondiff`` (indices, conditions) never receive a
+gradient. Integer and bool tensors never carry gradients whatever the rule.
+
+When an op type has no rule but a *decomposition* (``register_decomposition``:
+a builder of the op's result from other differentiable ops), autodiff
+differentiates the decomposition instead. An op with neither raises as soon
+as a gradient reaches it for an input that needs one — never a silent
+partial gradient.
+"""
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence
+
+if TYPE_CHECKING:
+    from .op import Op
+    from .tensor import Tensor
+
+__all__ = [
+    "GradRule", "register_grad", "register_decomposition", "get_grad_rule", "get_decomposition",
+    "force_decomposition", "GradContext", "registered_op_types",
+]
+
+
+@dataclass(frozen=True)
+class GradRule:
+    op_type: str
+    build: Callable[["GradContext"], Sequence[Optional["Tensor"]]]
+    nondiff: FrozenSet[int] = field(default_factory=frozenset)
+
+
+_RULES: Dict[str, GradRule] = {}
+_DECOMPOSITIONS: Dict[str, Callable] = {}
+_FORCED: List[FrozenSet[str]] = []
+
+
+def register_grad(op_type: str, nondiff: Iterable[int] = ()):
+    """Decorator registering ``fn(ctx) -> [grad per input]`` as the rule of
+    ``op_type``, replacing any earlier rule (user rules override ours)."""
+    def deco(fn):
+        _RULES[op_type] = GradRule(op_type, fn, frozenset(nondiff))
+        return fn
+    return deco
+
+
+def register_decomposition(op_type: str):
+    """Decorator registering ``fn(op, *inputs) -> [outputs]``: builds the
+    value of an ``op_type`` op from other ops in the current graph. Autodiff
+    uses it when the op has no rule (or the fallback is forced)."""
+    def deco(fn):
+        _DECOMPOSITIONS[op_type] = fn
+        return fn
+    return deco
+
+
+def get_grad_rule(op_type: str) -> Optional[GradRule]:
+    if any(op_type in f for f in _FORCED) and op_type in _DECOMPOSITIONS:
+        return None
+    return _RULES.get(op_type)
+
+
+def get_decomposition(op_type: str) -> Optional[Callable]:
+    return _DECOMPOSITIONS.get(op_type)
+
+
+def nondiff_inputs(op_type: str) -> FrozenSet[int]:
+    r = _RULES.get(op_type)
+    return r.nondiff if r is not None else frozenset()
+
+
+def registered_op_types() -> Dict[str, str]:
+    """``{op_type: "rule" | "decomposition" | "rule+decomposition"}``."""
+    out = {}
+    for t in sorted(set(_RULES) | set(_DECOMPOSITIONS)):
+        kinds = [k for k, reg in (("rule", _RULES), ("decomposition", _DECOMPOSITIONS)) if t in reg]
+        out[t] = "+".join(kinds)
+    return out
+
+
+@contextmanager
+def force_decomposition(*op_types: str):
+    """Within the block, autodiff ignores the rules of ``op_types`` that have
+    a decomposition and differentiates the decomposition (for testing that
+    both paths agree)."""
+    _FORCED.append(frozenset(op_types))
+    try:
+        yield
+    finally:
+        _FORCED.pop()
+
+
+class GradContext:
+    """What a rule sees: the forward op, the gradients of its outputs, and
+    access to forward values inside the gradient graph.
+
+    Rules run with the gradient graph as the current graph.
+    """
+
+    def __init__(self, op: "Op", grads: List[Optional["Tensor"]], needs: List[bool],
+                 value_of: Callable[["Tensor"], "Tensor"], builder):
+        self.op = op
+        self.grads = grads
+        self._needs = needs
+        self._value_of = value_of
+        self._builder = builder
+
+    @property
+    def attrs(self):
+        return self.op.attrs
+
+    def x(self, i: int) -> "Tensor":
+        """The forward value of input ``i``, usable in the gradient graph."""
+        return self._value_of(self.op.inputs[i])
+
+    def y(self, i: int = 0) -> "Tensor":
+        """The forward value of output ``i``, usable in the gradient graph."""
+        return self._value_of(self.op.outputs[i])
+
+    def g(self, i: int = 0) -> Optional["Tensor"]:
+        """The gradient of output ``i`` (None if known to be zero)."""
+        return self.grads[i]
+
+    def g_or_zeros(self, i: int = 0) -> "Tensor":
+        from . import ops
+
+        g = self.grads[i]
+        if g is not None:
+            return g
+        t = self.op.outputs[i]
+        return ops.init(t.shape, t.dtype, name=f"zero_grad_{t.name.split('/')[-1]}")
+
+    def needs(self, i: int) -> bool:
+        """Whether input ``i`` needs a gradient (rules may skip the others)."""
+        return self._needs[i]
+
+    def unbroadcast(self, grad: Optional["Tensor"], i: int) -> Optional["Tensor"]:
+        """Sum ``grad`` (shaped like a broadcast result) down to the shape of input ``i``."""
+        if grad is None:
+            return None
+        return sum_to_shape(grad, self.op.inputs[i].shape)
+
+    def subgraph_grad_info(self, graph):
+        """The GradGraphInfo of a called graph (differentiated on demand)."""
+        return self._builder.subgraph_info(graph)
+
+
+def sum_to_shape(t: "Tensor", shape) -> "Tensor":
+    """Reduce-sum ``t`` over the axes broadcasting added or expanded so that
+    the result has exactly ``shape``."""
+    from . import ops
+
+    shape = tuple(shape)
+    if t.shape == shape:
+        return t
+    lead = len(t.shape) - len(shape)
+    axes = list(range(lead))
+    for i, d in enumerate(shape):
+        if d == 1 and t.shape[lead + i] != 1:
+            axes.append(lead + i)
+    r = ops.sum(t, axis=axes, keepdims=True) if axes else t
+    if r.shape != shape:
+        r = ops.reshape(r, shape)
+    return r
