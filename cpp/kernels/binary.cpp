@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "binary.hpp"
+#include "unary.hpp"
 
 namespace ipuxl {
 namespace {
@@ -41,9 +42,20 @@ KernelFactory arithmetic(Op op) {
   };
 }
 
-struct AddF { template <class C> C operator()(C x, C y) const { return (C)(x + y); } };
-struct SubF { template <class C> C operator()(C x, C y) const { return (C)(x - y); } };
-struct MulF { template <class C> C operator()(C x, C y) const { return (C)(x * y); } };
+// Integer overflow wraps (as on the IPU); signed overflow is UB in C++, so
+// integers go through unsigned arithmetic.
+struct AddF { template <class C> C operator()(C x, C y) const { return wrap_add(x, y); } };
+struct SubF {
+  template <class C> C operator()(C x, C y) const {
+    if constexpr (std::is_integral_v<C>) {
+      using U = std::make_unsigned_t<C>;
+      return (C)(U)((U)x - (U)y);
+    } else {
+      return (C)(x - y);
+    }
+  }
+};
+struct MulF { template <class C> C operator()(C x, C y) const { return wrap_mul(x, y); } };
 struct DivF { template <class C> C operator()(C x, C y) const { return safe_div(x, y); } };
 
 }  // namespace

@@ -62,6 +62,25 @@ class Op:
         return f"{self.type}({self.name}: [{ins}] -> [{outs}])"
 
 
+def _check_writable(op_type: str, t: Optional["Tensor"]) -> None:
+    """Refuse writes through a view that was materialised as a copy: walk the
+    chain of aliasing producers (reshape_, detach_, add_ ...) back to its
+    storage and fail if any link is a copied view, since the write would not
+    reach the viewed tensor."""
+    seen = 0
+    while t is not None and t.producer is not None and seen < 10000:
+        src = t.producer
+        if src.attrs.get("_view_copy"):
+            raise NotImplementedError(
+                f"{op_type}: modifying {t.id!r}, which is (a view of) the result of the in-place "
+                f"view {src.type} {src.name!r}, is not supported by ipuxl; use the out-of-place "
+                "op and write the result back explicitly")
+        idx = src.outputs.index(t) if t in src.outputs else -1
+        nxt = [src.inputs[i] for o, i in src.aliases if o == idx]
+        t = nxt[0] if nxt else None
+        seen += 1
+
+
 def create_op(type: str, inputs: Sequence[Optional["Tensor"]],
               outputs: Sequence[Tuple[str, Sequence[int], dtypes.dtype]],
               attrs: Optional[Dict[str, Any]] = None, name: Optional[str] = None,
@@ -96,15 +115,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]],
         op.outputs.append(Tensor._create(g, out_name, tuple(int(d) for d in shape), dt,
                                          producer=op))
     for i in op.modified:
-        t = op.inputs[i]
-        src = t.producer if t is not None else None
-        if src is not None and src.attrs.get("_view_copy"):
-            # The view was materialised as a copy (see the producing op), so
-            # writing through it would not reach the viewed tensor.
-            raise NotImplementedError(
-                f"{type}: modifying {t.id!r}, the result of the in-place view {src.type} "
-                f"{src.name!r}, is not supported by ipuxl; use the out-of-place op and write "
-                "the result back explicitly")
+        _check_writable(type, op.inputs[i])
     g._add_op(op)
     ctx._op_created(op)
     return op
