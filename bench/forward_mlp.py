@@ -8,7 +8,8 @@ ONNX Runtime runs the same model built with the ``onnx`` helper API.
 
 Every peer is timed in the same process: a warm-up, then ``--reps``
 interleaved repetitions (ipuxl, numpy, onnxruntime, ipuxl, ...), each timing
-``--calls`` back-to-back calls. The table gives the median per-call time and
+``--calls`` back-to-back calls after ``--gap`` idle seconds (so the previous
+peer's spinning thread pool does not steal the cores). The table gives the median per-call time and
 the ratio peer time / ipuxl time (above 1: ipuxl is faster). The three
 outputs must agree to float32 tolerance, otherwise the script exits with 1.
 
@@ -131,6 +132,9 @@ def main(argv=None) -> int:
     p.add_argument("--ort-threads", type=int, default=0,
                    help="onnxruntime intra-op threads (0: its default)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gap", type=float, default=0.3,
+                   help="idle seconds before each timed block, so the thread pools of the "
+                        "previous peer (OpenBLAS spins ~0.1 s after a call) stop competing")
     args = p.parse_args(argv)
 
     params = make_params(args.seed)
@@ -159,6 +163,11 @@ def main(argv=None) -> int:
         times = {name: [] for name in peers}
         for _ in range(args.reps):
             for name, fn in peers.items():
+                # Every peer but ipuxl keeps threads spinning after a call;
+                # running the next peer inside that window would charge it
+                # for the previous one's pool. Each peer gets the same gap.
+                time.sleep(args.gap)
+                fn()
                 times[name].append(per_call_seconds(fn, args.calls))
 
     # Correctness first: all peers compute the same float32 logits.

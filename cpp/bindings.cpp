@@ -162,6 +162,13 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("describe", &Engine::describe)
       .def("program_counts", &Engine::program_counts)
+      .def("set_profiling", &Engine::set_profiling)
+      .def("profile",
+           [](const Engine& e) {
+             py::list out;
+             for (auto& p : e.profile()) out.append(py::make_tuple(p.label, p.seconds, p.calls));
+             return out;
+           })
       .def_property_readonly("arena_bytes", &Engine::arena_bytes)
       .def_property_readonly("unplanned_bytes", &Engine::unplanned_bytes)
       .def_property_readonly("runs", &Engine::runs);

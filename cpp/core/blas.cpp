@@ -1,6 +1,9 @@
 #include "blas.hpp"
 
+#include <algorithm>
 #include <vector>
+
+#include "parallel.hpp"
 
 namespace ipuxl {
 namespace blas {
@@ -50,12 +53,36 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
     return;
   }
   const int64_t lim = 0x7fffffff;
-  if (g_sgemm && M < lim && N < lim && K < lim && lda < lim && ldb < lim && ldc < lim) {
-    g_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, (int)M, (int)N, (int)K,
-            alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+  const bool use_blas =
+      g_sgemm && M < lim && N < lim && K < lim && lda < lim && ldb < lim && ldc < lim;
+  // The BLAS runs single-threaded (set at import); large products are split
+  // into column blocks (row blocks when N is narrow) over the core's pool, so
+  // one set of threads serves every kernel and none oversubscribe the cores.
+  auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const float* a = ta ? A + i0 : A + i0 * lda;
+    const float* b = tb ? B + j0 * ldb : B + j0;
+    float* c = C + i0 * ldc + j0;
+    if (use_blas)
+      g_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, (int)(i1 - i0),
+              (int)(j1 - j0), (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    else
+      sgemm_fallback(ta, tb, i1 - i0, j1 - j0, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  };
+  const double flops = 2.0 * (double)M * (double)N * (double)K;
+  const int threads = num_threads();
+  if (threads <= 1 || flops < 4.0e6) {
+    block(0, M, 0, N);
     return;
   }
-  sgemm_fallback(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const int64_t q = 16;  // column blocks stay multiples of a cache line of floats
+  if (N >= 2 * q * threads || N >= M) {
+    int64_t nb = (N + q - 1) / q;
+    parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
+      block(0, M, b0 * q, std::min(N, b1 * q));
+    });
+  } else {
+    parallel_for(M, 1, [&](int64_t i0, int64_t i1) { block(i0, i1, 0, N); });
+  }
 }
 
 }  // namespace blas

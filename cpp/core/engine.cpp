@@ -1,6 +1,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -107,7 +108,17 @@ struct Sequence : Prog {
 struct Execute : Prog {
   std::unique_ptr<Kernel> kernel;
   std::string label;
-  void run(Exec& ex) override { kernel->run(ex.ctx); }
+  ExecProfile* prof = nullptr;
+  void run(Exec& ex) override {
+    if (!ex.profiling) {
+      kernel->run(ex.ctx);
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    kernel->run(ex.ctx);
+    prof->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    prof->calls++;
+  }
   void describe(std::ostream& os, int indent) const override {
     pad(os, indent);
     os << "Execute(" << label << ")\n";
@@ -564,6 +575,9 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
   ex->kernel = (*f)(d);
   if (!ex->kernel) fail("kernel factory returned nothing");
   ex->label = op.type + ":" + op.name;
+  profiles_.push_back(std::make_unique<ExecProfile>());
+  profiles_.back()->label = ex->label;
+  ex->prof = profiles_.back().get();
   return ex;
 }
 
@@ -575,6 +589,7 @@ void Engine::run(std::vector<StreamBinding> bindings) {
   ex.desc = desc_.get();
   ex.ctx.run_index = run_index_++;
   ex.streams = std::move(bindings);
+  ex.profiling = profiling_;
   main_->run(ex);
 }
 
@@ -605,6 +620,12 @@ std::string Engine::describe() const {
   os << "Program:\n";
   main_->describe(os, 1);
   return os.str();
+}
+
+std::vector<ExecProfile> Engine::profile() const {
+  std::vector<ExecProfile> out;
+  for (auto& p : profiles_) out.push_back(*p);
+  return out;
 }
 
 std::map<std::string, int64_t> Engine::program_counts() const {

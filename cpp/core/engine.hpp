@@ -18,10 +18,18 @@ struct StreamBinding {
   int64_t cursor = 0;   // transfers used so far in this run
 };
 
+// Host time spent in one Execute node, accumulated over runs when profiling.
+struct ExecProfile {
+  std::string label;
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+
 struct Exec {
   RunContext ctx;
   std::vector<StreamBinding> streams;  // indexed by stream id
   const ProgramDesc* desc = nullptr;
+  bool profiling = false;
 };
 
 // A node of the lowered program tree.
@@ -52,6 +60,10 @@ class Engine {
   const TensorRef& tensor(int id) const { return refs_.at(id); }
   std::string describe() const;
   std::map<std::string, int64_t> program_counts() const;
+  // Per-Execute host time, when profiling is on (off by default: it costs a
+  // clock read per op).
+  void set_profiling(bool on) { profiling_ = on; }
+  std::vector<ExecProfile> profile() const;
   size_t arena_bytes() const { return arena_bytes_; }
   // Bytes all tensors would need without liveness-based reuse.
   size_t unplanned_bytes() const { return unplanned_bytes_; }
@@ -78,6 +90,8 @@ class Engine {
   std::map<int, std::unique_ptr<Function>> functions_;
   std::unique_ptr<Prog> main_;
   uint64_t run_index_ = 0;
+  bool profiling_ = false;
+  std::vector<std::unique_ptr<ExecProfile>> profiles_;
 };
 
 }  // namespace ipuxl

@@ -1,7 +1,7 @@
 #include "parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -12,6 +12,21 @@
 namespace ipuxl {
 namespace {
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls (about a millisecond) before an idle worker sleeps: kernels of one
+// program follow each other closely, and waking a sleeping vCPU is slow.
+constexpr int64_t kSpins = 20000;
+
+// A job has one chunk per thread: chunk 0 runs on the caller, chunk i on
+// worker i. A chunk is claimed by writing the job's generation into its
+// slot, so when worker i is descheduled (other thread pools in the process,
+// a busy machine) the caller claims chunk i and runs it itself instead of
+// waiting; it waits only for chunks a worker has actually started.
 class Pool {
  public:
   explicit Pool(int threads) { resize(threads); }
@@ -22,50 +37,73 @@ class Pool {
   void resize(int threads) {
     stop();
     quit_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { loop(i); });
+    slots_ = std::vector<Slot>((size_t)std::max(threads, 1));
+    const uint64_t start = generation_.load();
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, start] { loop(i, start); });
   }
 
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
     const int t = size();
     int64_t chunks = std::min<int64_t>(t, (n + grain - 1) / std::max<int64_t>(grain, 1));
-    if (chunks <= 1 || running_.exchange(true)) {  // small, or nested: run inline
+    if (chunks <= 1 || running_.exchange(true)) {  // small or nested: inline
       fn(0, n);
       return;
     }
-    fn_ = &fn;
-    n_ = n;
-    chunks_ = chunks;
+    fn_.store(&fn, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    chunks_.store(chunks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
-    pending_.store((int)chunks - 1, std::memory_order_relaxed);
+    const uint64_t g = ++submitted_;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      generation_.fetch_add(1, std::memory_order_release);
+      generation_.store(g, std::memory_order_release);
     }
     cv_.notify_all();
     run_chunk(0);
-    while (pending_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    int64_t mine = 1;
+    for (int64_t c = 1; c < chunks; ++c)
+      if (claim(c, g)) {
+        run_chunk(c);
+        ++mine;
+      }
+    while (done_.load(std::memory_order_acquire) + mine < chunks) cpu_relax();
     running_.store(false);
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> claimed{0};  // generation of the last job that claimed it
+    Slot() = default;
+    Slot(const Slot&) {}
+  };
+
+  bool claim(int64_t c, uint64_t g) {
+    uint64_t s = slots_[(size_t)c].claimed.load(std::memory_order_acquire);
+    while (s < g)
+      if (slots_[(size_t)c].claimed.compare_exchange_weak(s, g, std::memory_order_acq_rel))
+        return true;
+    return false;
+  }
+
   void run_chunk(int64_t c) {
-    int64_t b = n_ * c / chunks_, e = n_ * (c + 1) / chunks_;
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int64_t k = chunks_.load(std::memory_order_relaxed);
+    const int64_t b = n * c / k, e = n * (c + 1) / k;
     try {
-      if (b < e) (*fn_)(b, e);
+      if (b < e) (*fn_.load(std::memory_order_relaxed))(b, e);
     } catch (...) {
       std::lock_guard<std::mutex> lk(err_mu_);
       if (!error_) error_ = std::current_exception();
     }
   }
 
-  void loop(int idx) {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void loop(int idx, uint64_t seen) {
     while (true) {
-      // Spin for a short while, then sleep until the next job.
-      auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-      while (generation_.load(std::memory_order_acquire) == seen && !quit_.load() &&
-             std::chrono::steady_clock::now() < spin_until) {
+      for (int64_t spins = 0; spins < kSpins; ++spins) {
+        if (generation_.load(std::memory_order_acquire) != seen || quit_.load()) break;
+        cpu_relax();
       }
       if (generation_.load(std::memory_order_acquire) == seen && !quit_.load()) {
         std::unique_lock<std::mutex> lk(mu_);
@@ -73,9 +111,11 @@ class Pool {
       }
       if (quit_.load()) return;
       seen = generation_.load(std::memory_order_acquire);
-      if (idx < chunks_) {
+      // A successful claim keeps job `seen` open (its caller waits for this
+      // chunk), so the job's parameters are stable while it runs.
+      if (idx < chunks_.load(std::memory_order_relaxed) && claim(idx, seen)) {
         run_chunk(idx);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        done_.fetch_add(1, std::memory_order_acq_rel);
       }
     }
   }
@@ -91,14 +131,16 @@ class Pool {
   }
 
   std::vector<std::thread> workers_;
+  std::vector<Slot> slots_;
   std::mutex mu_, err_mu_;
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int64_t> done_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> running_{false};
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunks_ = 0;
+  std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
+  std::atomic<int64_t> n_{0}, chunks_{0};
+  uint64_t submitted_ = 0;
   std::exception_ptr error_;
 };
 

@@ -1,6 +1,9 @@
 // Elementwise binary kernels with NumPy broadcasting.
 #pragma once
 
+#include <algorithm>
+
+#include "../core/parallel.hpp"
 #include "common.hpp"
 
 namespace ipuxl {
@@ -22,6 +25,16 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
   const bool same = a->shape == o->shape && b->shape == o->shape;
   const bool b_scalar = b->nelms == 1 && a->shape == o->shape;
   const bool a_scalar = a->nelms == 1 && b->shape == o->shape;
+  // b is a trailing row repeated over the leading axes of a (bias add).
+  int64_t B_rowlen = b->nelms;
+  const bool row_bcast = !same && a->shape == o->shape && b->nelms > 1 && o->nelms % b->nelms == 0 &&
+                         [&] {
+                           // b's shape (ignoring leading 1s) must equal a's trailing axes.
+                           Shape bs = b->shape;
+                           while (!bs.empty() && bs.front() == 1) bs.erase(bs.begin());
+                           if (bs.size() > o->shape.size()) return false;
+                           return std::equal(bs.begin(), bs.end(), o->shape.end() - bs.size());
+                         }();
   std::vector<int64_t> st[2] = {broadcast_strides(d, a->shape, o->shape),
                                 broadcast_strides(d, b->shape, o->shape)};
   const Shape oshape = o->shape;
@@ -32,13 +45,30 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
         Out* O = o->as<Out>();
         const int64_t n = o->nelms;
         if (same) {
-          for (int64_t i = 0; i < n; ++i) O[i] = (Out)f((C)A[i], (C)B[i]);
+          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+            for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f((C)A[i], (C)B[i]);
+          });
         } else if (b_scalar) {
           const C bv = (C)B[0];
-          for (int64_t i = 0; i < n; ++i) O[i] = (Out)f((C)A[i], bv);
+          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+            for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f((C)A[i], bv);
+          });
         } else if (a_scalar) {
           const C av = (C)A[0];
-          for (int64_t i = 0; i < n; ++i) O[i] = (Out)f(av, (C)B[i]);
+          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+            for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f(av, (C)B[i]);
+          });
+        } else if (row_bcast) {
+          // out[r, j] = f(a[r, j], b[j]): the bias-add pattern.
+          const int64_t cols = B_rowlen, rows = n / cols;
+          parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / cols),
+                       [&](int64_t r0, int64_t r1) {
+                         for (int64_t r = r0; r < r1; ++r) {
+                           const T* pa = A + r * cols;
+                           Out* po = O + r * cols;
+                           for (int64_t j = 0; j < cols; ++j) po[j] = (Out)f((C)pa[j], (C)B[j]);
+                         }
+                       });
         } else {
           for_each_broadcast<2>(oshape, st, [&](int64_t out, int64_t len, const int64_t* offs,
                                                 const int64_t* inner) {

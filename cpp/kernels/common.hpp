@@ -7,6 +7,11 @@
 
 namespace ipuxl {
 
+// Elements per thread below which an elementwise kernel stays on one thread
+// (waking a sleeping worker costs tens to hundreds of microseconds on a VM,
+// so only large tensors are worth splitting).
+constexpr int64_t kElementwiseGrain = 32768;
+
 // Strides (in elements) of `in` when read at the indices of `out_shape`
 // under NumPy broadcasting: broadcast axes get stride 0. Throws if the
 // shapes do not broadcast to out_shape.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "fastmath.hpp"
 #include "unary.hpp"
 
 namespace ipuxl {
@@ -80,11 +81,21 @@ KernelFactory predicate(Op op) {
 }
 
 struct SqrtF { template <class C> C operator()(C x) const { return std::sqrt(x); } };
-struct ExpF { template <class C> C operator()(C x) const { return std::exp(x); } };
+// float32 (and float16, computed in float) use the vectorisable fastmath
+// versions; float64 keeps the library functions.
+template <class C> C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastmath::exp(x);
+  else return std::exp(x);
+}
+template <class C> C tanh_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastmath::tanh(x);
+  else return std::tanh(x);
+}
+struct ExpF { template <class C> C operator()(C x) const { return exp_c(x); } };
 struct LogF { template <class C> C operator()(C x) const { return std::log(x); } };
 struct SinF { template <class C> C operator()(C x) const { return std::sin(x); } };
 struct CosF { template <class C> C operator()(C x) const { return std::cos(x); } };
-struct TanhF { template <class C> C operator()(C x) const { return std::tanh(x); } };
+struct TanhF { template <class C> C operator()(C x) const { return tanh_c(x); } };
 struct CeilF { template <class C> C operator()(C x) const { return std::ceil(x); } };
 struct FloorF { template <class C> C operator()(C x) const { return std::floor(x); } };
 
@@ -93,7 +104,7 @@ struct FloorF { template <class C> C operator()(C x) const { return std::floor(x
 struct GeluF {
   template <class C> C operator()(C x) const {
     const C k = (C)0.7978845608028654;  // sqrt(2/pi)
-    return (C)0.5 * x * ((C)1 + std::tanh(k * (x + (C)0.044715 * x * x * x)));
+    return (C)0.5 * x * ((C)1 + tanh_c(k * (x + (C)0.044715 * x * x * x)));
   }
 };
 // GeluErf is the exact form 0.5 x (1 + erf(x / sqrt 2)).
@@ -105,7 +116,7 @@ struct GeluErfF {
 // Swish (SiLU): x * sigmoid(x), written as x / (1 + e^-x), which is -0 rather
 // than NaN for very negative x (e^-x overflows to inf).
 struct SwishF {
-  template <class C> C operator()(C x) const { return x / ((C)1 + std::exp(-x)); }
+  template <class C> C operator()(C x) const { return x / ((C)1 + exp_c(-x)); }
 };
 
 struct AbsF {

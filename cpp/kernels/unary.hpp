@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../core/parallel.hpp"
 #include "common.hpp"
 
 namespace ipuxl {
@@ -26,8 +27,10 @@ std::unique_ptr<Kernel> make_unary(const OpDesc& d, F f) {
       [=](RunContext&) {
         const In* A = a->as<In>();
         Out* O = o->as<Out>();
-        const int64_t n = o->nelms;
-        for (int64_t i = 0; i < n; ++i) O[i] = (Out)f((C)A[i]);
+        // Elementwise work splits into independent chunks across threads.
+        parallel_for(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) O[i] = (Out)f((C)A[i]);
+        });
       },
       (double)o->nelms);
 }

@@ -51,6 +51,11 @@ def _install_blas(mod) -> str:
     if fn is None:
         return "builtin"
     mod.set_sgemm(ctypes.cast(fn, ctypes.c_void_p).value)
+    # The core splits large GEMMs over its own thread pool: a second pool of
+    # OpenBLAS threads would only compete with it for the same cores.
+    set_threads = getattr(lib, f"{prefix}openblas_set_num_threads", None)
+    if set_threads is not None:
+        set_threads(1)
     _install_blas.lib = lib  # keep the library loaded
     return f"scipy-openblas32 ({cands[0]})"
 

@@ -158,9 +158,14 @@ class Graph:
         if name not in self._op_names:
             self._op_names.add(name)
             return name
-        i = 1
+        # Names are never released, so every suffix below the last one
+        # handed out for this base is still taken: resume from there (keeps
+        # creating n ops of one type linear instead of quadratic).
+        counters = self.__dict__.setdefault("_op_name_next", {})
+        i = counters.get(name, 1)
         while f"{name}_{i}" in self._op_names:
             i += 1
+        counters[name] = i + 1
         self._op_names.add(f"{name}_{i}")
         return f"{name}_{i}"
 

@@ -54,3 +54,18 @@ def cast_then_pow2scale(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) 
     """Cast from an fp8 type then scale by ``2**log2_scale`` (PopXL). ipuxl has
     no fp8 support, so this raises ``NotImplementedError``."""
     raise NotImplementedError("cast_then_pow2scale: fp8 casts are not supported by ipuxl")
+
+
+# ---- gradient rule
+from ..grad import register_grad  # noqa: E402
+
+
+@register_grad("Cast")
+def _cast_grad(ctx):
+    """The gradient is cast back to the input's dtype. Only float inputs of a
+    float result get one (integer/bool tensors carry no gradient)."""
+    g = ctx.g()
+    src = ctx.op.inputs[0].dtype
+    if not src.is_floating_point or g is None:
+        return [None]
+    return [g if g.dtype == src else cast(g, src)]

@@ -1,4 +1,7 @@
 """``cumsum``: inclusive cumulative sum along one axis, mirroring PopXL."""
+import numpy as np
+
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, normalize_axis
@@ -22,3 +25,21 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
     op = create_op("CumSum", [t], [(f"{name}_out", t.shape, t.dtype)], {"axis": axis},
                    name=name)
     return op.outputs[0]
+
+
+@register_grad("CumSum")
+def _cumsum_grad(ctx):
+    """The gradient of an inclusive cumsum is the reverse inclusive cumsum of
+    ``g``: flip, cumsum, flip back. The flips are gathers with constant
+    reversed indices (exact, unlike ``sum(g) - cumsum(g) + g``)."""
+    from .. import ops
+    from ..tensor import constant
+
+    g = ctx.g()
+    axis = ctx.attrs["axis"]
+    n = g.shape[axis]
+    if n <= 1:
+        return [g]
+    rev = constant(np.arange(n - 1, -1, -1, dtype=np.int32), name="cumsum_reverse")
+    flipped = ops.gather(g, rev, axis)
+    return [ops.gather(ops.cumsum(flipped, axis), rev, axis)]

@@ -22,6 +22,8 @@ from typing import Iterable, List, Optional
 
 import numpy as np
 
+from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Constant, Tensor, constant
 from .shape import _is_int
@@ -329,3 +331,349 @@ def onehot(t: Tensor, num_classes: Tensor, values: Tensor, axis: int) -> Tensor:
     shape = t.shape[:axis] + (depth,) + t.shape[axis:]
     return create_op("Onehot", [t, num_classes, values], [("onehot_out", shape, values.dtype)],
                      {"axis": axis, "depth": depth}, name=op).outputs[0]
+
+
+# ---- gradient rules
+#
+# All rules emit ordinary forward ops (Gather, ScatterReduce "sum", Scatter,
+# DynamicSlice/DynamicUpdate, Reshape, Mul, Div and index arithmetic on
+# integer tensors), so gradient graphs can be differentiated again:
+#
+# * Gather/TiedGather: d t = scatter-add of the gradient into zeros
+#   (ScatterReduce "sum"; repeated indices accumulate), at the position each
+#   output slice was read from under the op's index rules (clamped or
+#   wrapped for zero_OOR=False; nowhere for zeroed slices).
+# * ScatterReduce "sum": d data = the gradient at each element's target
+#   (Gather along the axis, or a flat Gather for element-wise indices);
+#   d initial_values = the gradient. ScatterReduce is thus the transpose of
+#   Gather and each is the other's rule.
+# * Scatter and ScatterReduce "none": d t (d initial_values) = the gradient
+#   with the written positions zeroed; d values (d data) = the gradient at
+#   each element's target, for the element whose write survived (with
+#   repeated indices only the last one in row-major order; the others get 0).
+# * ScatterReduce "max"/"min": the gradient of each output position is
+#   shared evenly between the elements equal to the result (data elements
+#   and the initial value), as PyTorch's amax/amin.
+# * ScatterReduce "mul": not supported (NotImplementedError).
+# * Indices, dynamic offsets and onehot's indices/depth never get gradients.
+
+def _host_ints(t: Tensor) -> Optional[np.ndarray]:
+    """The values of a constant index tensor (None for run-time indices)."""
+    if isinstance(t, Constant):
+        return np.asarray(t._host_data).astype(np.int64)
+    return None
+
+
+def _i32(t: Tensor) -> Tensor:
+    from .cast import cast
+
+    return t if t.dtype == dtypes.int32 else cast(t, dtypes.int32)
+
+
+def _norm_index(i: Tensor, n: int, wrap_negative: bool, clamp: bool):
+    """Run-time indices ``i`` (any integer dtype) resolved against an axis of
+    length ``n >= 1``, computed in ``i``'s own dtype so that no value is
+    changed by a narrowing cast: negatives get ``n`` added if
+    ``wrap_negative``; then either clamped into [0, n) (``clamp``) or checked.
+    Returns ``(int32 indices in [0, n), bool validity or None)``; invalid
+    entries hold 0."""
+    from .logical import greater, logical_and, logical_not
+    from .where import where
+
+    signed = i.dtype.name.startswith("int")
+
+    def c(v):
+        return constant(np.asarray(v, dtype=i.dtype.as_numpy()), i.dtype)
+
+    if signed and wrap_negative:
+        i = where(greater(c(0), i), i + c(n), i)
+    if clamp:
+        if signed:
+            i = where(greater(c(0), i), c(0), i)
+        i = where(greater(i, c(n - 1)), c(n - 1), i)
+        return _i32(i), None
+    valid = greater(c(n), i)
+    if signed:
+        valid = logical_and(logical_not(greater(c(0), i)), valid)
+    return _i32(where(valid, i, c(0))), valid
+
+
+def _icst(v) -> Tensor:
+    return constant(np.asarray(v, dtype=np.int32))
+
+
+def _gather_read_positions(ctx, n: int, k: int, zero_oor: bool) -> Tensor:
+    """A (k,) index vector: where along the axis each gathered slice was read
+    from, or a value outside [0, n) for the slices gather zeroed."""
+    from .shape import reshape
+    from .where import where
+
+    host = _host_ints(ctx.op.inputs[1])
+    if host is not None:
+        i = host.reshape(-1)
+        if zero_oor:
+            i = np.where((i >= 0) & (i < n), i, -1)
+        else:
+            i = np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+        return _icst(i)
+    # Mirror the kernel: zero_OOR reads nothing outside [0, n) (-1 here, which
+    # scatter_reduce ignores); otherwise wrap [-n, 0) and clamp the rest.
+    i, valid = _norm_index(reshape(ctx.x(1), (k,)), n, not zero_oor, not zero_oor)
+    return i if valid is None else where(valid, i, _icst(-1))
+
+
+def _gather_grad(ctx):
+    from .shape import reshape
+
+    g = ctx.g()
+    t = ctx.op.inputs[0]
+    axis = ctx.attrs["axis"]
+    n = t.shape[axis]
+    if t.nelms == 0 or g.nelms == 0:
+        return [None, None]
+    k = ctx.op.inputs[1].nelms
+    outer = int(np.prod(t.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(t.shape[axis + 1:], dtype=np.int64))
+    pos = _gather_read_positions(ctx, n, k, bool(ctx.attrs.get("zero_oor", False)))
+    acc = scatter_reduce(reshape(g, (outer, k, inner)), pos, "sum", axis=1, axis_size=n)
+    return [reshape(acc, t.shape), None]
+
+
+register_grad("Gather", nondiff=(1,))(_gather_grad)
+register_grad("TiedGather", nondiff=(1,))(_gather_grad)
+
+
+def _take_along(src: Tensor, idx_fwd: Tensor, idx_val: Tensor, axis: int,
+                wrap_negative: bool) -> Tensor:
+    """``out[p] = src[p with p[axis] = idx[p]]`` (shape of ``idx``, which has
+    ``src``'s rank and is no larger off ``axis``); zero where the index is
+    outside [0, n) (after adding n to negative ones if ``wrap_negative``).
+    Built as a Gather (zero_OOR) from the flattened ``src``."""
+    from .shape import reshape
+    from .where import where
+
+    n = src.shape[axis]
+    shape = idx_fwd.shape
+    if int(np.prod(shape, dtype=np.int64)) == 0 or src.nelms == 0:
+        from .init import init
+
+        return init(shape, src.dtype, name="take_along_zeros")
+    strides = [int(np.prod(src.shape[k + 1:], dtype=np.int64)) for k in range(src.rank)]
+    base = np.zeros(shape, np.int64)
+    for k in range(len(shape)):
+        if k != axis:
+            r = np.arange(shape[k], dtype=np.int64) * strides[k]
+            base = base + r.reshape([-1 if q == k else 1 for q in range(len(shape))])
+    host = _host_ints(idx_fwd)
+    if host is not None:
+        i = np.where(host < 0, host + n, host) if wrap_negative else host
+        flat = np.where((i >= 0) & (i < n), base + i * strides[axis], -1)
+        flat_t = _icst(flat)
+    else:
+        i, valid = _norm_index(idx_val, n, wrap_negative, False)
+        flat_t = where(valid, _icst(base) + i * _icst(strides[axis]), _icst(-1))
+    return gather(reshape(src, (src.nelms,)), flat_t, zero_OOR=True)
+
+
+def _last_writer_mask(ctx, shape, host_flat_or_none, write, take) -> Optional[Tensor]:
+    """A float mask of ``shape`` (the writers' shape): 1 where an element's
+    write survived (the last in row-major order at its target), 0 for
+    overwritten or out-of-range writes. ``host_flat_or_none``: the writers'
+    flat targets (-1 if none) when the indices are constants; otherwise
+    ``write(values)`` scatters int32 values the op's way and ``take(t)`` reads
+    a tensor at each writer's target. None when every write survived."""
+    from .cast import cast
+    from .logical import equal
+
+    dt = ctx.op.outputs[0].dtype
+    if host_flat_or_none is not None:
+        flat = host_flat_or_none.reshape(-1)
+        last = {}
+        for u, f in enumerate(flat):
+            if f >= 0:
+                last[int(f)] = u
+        mask = np.array([f >= 0 and last[int(f)] == u for u, f in enumerate(flat)], bool)
+        if mask.all():
+            return None
+        return constant(mask.reshape(shape).astype(dt.as_numpy()), dt)
+    ids = _icst(np.arange(1, int(np.prod(shape, dtype=np.int64)) + 1).reshape(shape))
+    return cast(equal(take(write(ids)), ids), dt)
+
+
+def _scatter_targets_host(idx: np.ndarray, out_shape, axis: int, wrap_negative: bool):
+    """Flat target of each element of ``idx`` (``-1`` when it writes nowhere)."""
+    n = out_shape[axis]
+    strides = [int(np.prod(out_shape[k + 1:], dtype=np.int64)) for k in range(len(out_shape))]
+    grid = np.indices(idx.shape, dtype=np.int64)
+    i = np.where(idx < 0, idx + n, idx) if wrap_negative else idx
+    flat = i * strides[axis]
+    for k in range(idx.ndim):
+        if k != axis:
+            flat = flat + grid[k] * strides[k]
+    return np.where((i >= 0) & (i < n), flat, -1)
+
+
+@register_grad("Scatter", nondiff=(1,))
+def _scatter_grad(ctx):
+    from .init import init
+
+    g = ctx.g()
+    t, idx, vals = ctx.op.inputs
+    axis = ctx.attrs["axis"]
+    res = [None, None, None]
+    if ctx.needs(0):
+        res[0] = scatter(g, ctx.x(1), init(vals.shape, vals.dtype, name="scatter_grad_zeros"),
+                         axis=axis)
+    if ctx.needs(2) and vals.nelms:
+        host = _host_ints(idx)
+        taken = _take_along(g, idx, idx if host is not None else ctx.x(1), axis, True)
+        mask = _last_writer_mask(
+            ctx, vals.shape,
+            None if host is None else _scatter_targets_host(host, t.shape, axis, True),
+            lambda ids: scatter(init(t.shape, dtypes.int32, name="scatter_writer_ids"),
+                                ctx.x(1), ids, axis=axis),
+            lambda w: _take_along(w, idx, ctx.x(1), axis, True))
+        res[2] = taken if mask is None else taken * mask
+    return res
+
+
+def _sr_full_index(ctx, data: Tensor) -> bool:
+    return list(ctx.attrs["index_shape"]) == list(data.shape) and \
+        tuple(ctx.op.inputs[1].shape) == tuple(data.shape)
+
+
+def _sr_take(ctx, src: Tensor) -> Tensor:
+    """``src`` (the output's shape) read at each data element's target along
+    the axis, zero for elements whose index is outside [0, axis_size)."""
+    from .shape import reshape
+
+    data, idx = ctx.op.inputs[0], ctx.op.inputs[1]
+    axis = ctx.attrs["axis"]
+    host = _host_ints(idx)
+    if _sr_full_index(ctx, data):
+        return _take_along(src, idx, ctx.x(1) if host is None else idx, axis, False)
+    k = data.shape[axis]
+    vec = _icst(host.reshape(-1)) if host is not None else reshape(ctx.x(1), (k,))
+    return gather(src, vec, axis=axis, zero_OOR=True)
+
+
+def _sr_targets_host(ctx) -> Optional[np.ndarray]:
+    data, idx = ctx.op.inputs[0], ctx.op.inputs[1]
+    host = _host_ints(idx)
+    if host is None:
+        return None
+    full = np.broadcast_to(host.reshape(ctx.attrs["index_shape"]), data.shape)
+    return _scatter_targets_host(full, ctx.op.outputs[0].shape, ctx.attrs["axis"], False)
+
+
+@register_grad("ScatterReduce", nondiff=(1,))
+def _scatter_reduce_grad(ctx):
+    from .cast import cast
+    from .logical import equal, logical_and
+    from .where import where
+
+    g = ctx.g()
+    data, idx = ctx.op.inputs[0], ctx.op.inputs[1]
+    has_init = len(ctx.op.inputs) == 3
+    out = ctx.op.outputs[0]
+    axis = ctx.attrs["axis"]
+    red = ctx.attrs["reduction"]
+    n = out.shape[axis]
+    res = [None, None] + ([None] if has_init else [])
+
+    def scatter_like(values, reduction):
+        # The forward scatter's targets, for another values tensor.
+        iv = _icst(_host_ints(idx)) if _host_ints(idx) is not None else ctx.x(1)
+        return scatter_reduce(values, iv, reduction, axis=axis, axis_size=n)
+
+    if red == "sum":
+        if ctx.needs(0) and data.nelms:
+            res[0] = _sr_take(ctx, g)
+        if has_init and ctx.needs(2):
+            res[2] = g
+        return res
+    if red == "none":
+        writers = _sr_targets_host(ctx)
+        if ctx.needs(0) and data.nelms:
+            taken = _sr_take(ctx, g)
+            mask = _last_writer_mask(ctx, data.shape, writers,
+                                     lambda ids: scatter_like(ids, "none"),
+                                     lambda w: _sr_take(ctx, w))
+            res[0] = taken if mask is None else taken * mask
+        if has_init and ctx.needs(2):
+            if writers is not None:
+                kept = np.ones(out.shape, out.dtype.as_numpy()).reshape(-1)
+                kept[writers.reshape(-1)[writers.reshape(-1) >= 0]] = 0
+                res[2] = g * constant(kept.reshape(out.shape), out.dtype)
+            else:
+                ones = _icst(np.ones(data.shape, np.int32))
+                touched = scatter_like(ones, "sum")
+                res[2] = g * cast(equal(touched, _icst(0)), out.dtype)
+        return res
+    if red in ("max", "min"):
+        y = ctx.y()
+        x = ctx.x(0)
+        valid = equal(_sr_take(ctx, _icst(np.ones(out.shape, np.int32))), _icst(1))
+        hit = cast(logical_and(equal(_sr_take(ctx, y), x), valid), out.dtype)
+        count = scatter_like(hit, "sum")
+        init_hit = None
+        if has_init:
+            init_hit = cast(equal(y, ctx.x(2)), out.dtype)
+            count = count + init_hit
+        one = constant(np.ones((), out.dtype.as_numpy()), out.dtype)
+        share = g / where(equal(count, constant(np.zeros((), out.dtype.as_numpy()), out.dtype)),
+                          one, count)
+        if ctx.needs(0) and data.nelms:
+            res[0] = _sr_take(ctx, share) * hit
+        if has_init and ctx.needs(2):
+            res[2] = share * init_hit
+        return res
+    raise NotImplementedError(
+        f"autodiff: the gradient of scatter_reduce with reduction {red!r} is not supported by "
+        "ipuxl (supported: 'sum', 'none', 'max', 'min')")
+
+
+@register_grad("DynamicSlice", nondiff=(1,))
+def _dynamic_slice_grad(ctx):
+    from .init import init
+
+    t = ctx.op.inputs[0]
+    a = ctx.attrs
+    zeros = init(t.shape, t.dtype, name="dynamic_slice_grad_zeros")
+    # Same offsets, same wrapping: the update writes exactly where the slice read.
+    return [dynamic_update(zeros, ctx.x(1), ctx.g(), a["axes"], a["sizes"], a["no_overlap"]),
+            None]
+
+
+@register_grad("DynamicUpdate", nondiff=(1,))
+def _dynamic_update_grad(ctx):
+    from .init import init
+
+    g = ctx.g()
+    upd = ctx.op.inputs[2]
+    a = ctx.attrs
+    res = [None, None, None]
+    if ctx.needs(0):
+        zeros = init(upd.shape, upd.dtype, name="dynamic_update_grad_zeros")
+        res[0] = dynamic_update(g, ctx.x(1), zeros, a["axes"], a["sizes"], a["no_overlap"])
+    if ctx.needs(2):
+        res[2] = dynamic_slice(g, ctx.x(1), a["axes"], a["sizes"], a["no_overlap"])
+    return res
+
+
+@register_grad("Onehot", nondiff=(0, 1))
+def _onehot_grad(ctx):
+    from .reduce import sum as reduce_sum
+    from .shape import reshape
+    from .slicing import concat
+
+    g = ctx.g()
+    vals = ctx.op.inputs[2]
+    if g.nelms == 0:
+        return [None, None, None]
+    # d/d on = sum of g where the class matched; d/d off = sum of the rest.
+    picks = constant(np.array([0, 1], vals.dtype.as_numpy()), vals.dtype)
+    hot = onehot(ctx.x(0), ctx.x(1), picks, ctx.attrs["axis"])
+    on = reduce_sum(g * hot)
+    off = reduce_sum(g) - on
+    return [None, None, concat([reshape(off, (1,)), reshape(on, (1,))], axis=0)]

@@ -22,6 +22,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import check_dtype_in, check_in_graph, same_tile_set, to_tensor
@@ -117,3 +118,59 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
                    [("loss", shape, probs.dtype), ("dx", probs.shape, probs.dtype)], attrs,
                    name=name)
     return op.outputs[0], op.outputs[1]
+
+
+# ---- gradient rules
+#
+# Nll: d loss / d probs is 0 off the label and, at the label, ``-1/max(p, eps)``
+# (``eps = 1e-10``, ``6.104e-5`` for float16: PopART's NllGradOp, whose eps
+# differs from the forward's) or ``-1`` when ``log_prob=True``; times the
+# incoming gradient, zero for ignored samples, divided for ``'mean'`` by the
+# number of counted samples (NaN when none is counted, as the forward and
+# PopART). PopART's NllGradOp divides by ``probs.shape[0]`` instead of the
+# number of samples when probs has rank > 2 and no ignore_index; ipuxl keeps
+# the gradient of the returned loss. The label selection is built from
+# ``equal``/``cast``, so the gradient is differentiable again with respect to
+# probs. The labels get no gradient.
+#
+# NlllWithSoftmaxGradDirect has no rule, as in PopXL: it already returns its
+# own gradient, and autodiff raises if a gradient reaches it.
+
+@register_grad("Nll", nondiff=(1,))
+def _nll_grad(ctx):
+    from .. import ops
+    from ..tensor import constant
+
+    probs = ctx.x(0)
+    labels = ctx.x(1)
+    a = ctx.attrs
+    dt = probs.dtype
+    n_cls = probs.shape[-1]
+    col = labels.shape + (1,)
+    lab_np = labels.dtype.as_numpy()
+    classes = constant(np.arange(n_cls, dtype=np.int64).astype(lab_np), name="nll_classes")
+    # Labels outside [0, C) select no class, as the forward's one-hot encoding.
+    sel = ops.equal(ops.reshape(labels, col), classes)
+    keep = None
+    if a["has_ignore_index"]:
+        ign = constant(np.array(a["ignore_index"], dtype=np.int64).astype(lab_np),
+                       name="nll_ignore_index")
+        keep = ops.logical_not(ops.equal(labels, ign))
+        sel = ops.logical_and(sel, ops.reshape(keep, col))
+    sel = ops.cast(sel, dt)
+
+    g = ctx.g()
+    if a["reduction"] == "none":
+        g = ops.reshape(g, col)
+    elif a["reduction"] == "mean":
+        if keep is not None:
+            g = g / ops.sum(ops.cast(keep, dt))
+        else:
+            n = labels.nelms
+            g = g * (1.0 / n if n else float("nan"))
+    if a["log_prob"]:
+        return [sel * (-g), None]
+    eps = 6.104e-05 if dt == dtypes.float16 else 1.0e-10
+    p = ops.sum(probs * sel, axis=-1, keepdims=True)
+    p_safe = ops.where(ops.greater(p, eps), p, eps)
+    return [sel * (-g / p_safe), None]

@@ -157,3 +157,110 @@ def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
     op = create_op("IncrementModInplace", [t], [("increment_mod_inplace_out", t.shape, t.dtype)],
                    attrs, name="increment_mod_", aliases=[(0, 0)], modified=[0])
     return op.outputs[0]
+
+
+# ---- gradient rules
+#
+# Rules emit ordinary forward ops (so that gradient graphs can be
+# differentiated again) and sum broadcast gradients down to operand shapes.
+
+from ..grad import register_grad  # noqa: E402
+from ..tensor import Constant  # noqa: E402
+
+
+def _ops():
+    from .. import ops as _o  # the full ops namespace, loaded by the time rules run
+
+    return _o
+
+
+@register_grad("Fmod")
+def _fmod_grad(ctx):
+    """``fmod(a, b) = a - trunc(a/b) b``: d/da = 1, d/db = -trunc(a/b)
+    (as ``torch.fmod``; the jumps where a/b is a whole number are ignored)."""
+    o = _ops()
+    g = ctx.g()
+    da = ctx.unbroadcast(g, 0) if ctx.needs(0) else None
+    db = None
+    if ctx.needs(1):
+        q = ctx.x(0) / ctx.x(1)
+        negative = o.greater(to_tensor(0.0, like=q, op="fmod grad"), q)
+        trunc = o.where(negative, o.ceil(q), o.floor(q))
+        db = ctx.unbroadcast(o.negate(g * trunc), 1)
+    return [da, db]
+
+
+@register_grad("Pow")
+def _pow_grad(ctx):
+    """``y = a ** b``, PyTorch's conventions:
+
+    * d/da = b a**(b-1), and 0 where b == 0 (so 0**0 has slope 0, not NaN);
+    * d/db = y log(a), and 0 where a == 0 and b >= 0; for a < 0 it is NaN
+      (log of a negative number), as in PyTorch.
+    """
+    o = _ops()
+    g = ctx.g()
+    a, e_fwd = ctx.x(0), ctx.op.inputs[1]
+    da = db = None
+    if ctx.needs(0):
+        if isinstance(e_fwd, Constant):
+            # A host exponent (x ** 2): its b-1 and zero mask are host values.
+            eh = np.asarray(e_fwd._host_data)
+            slope = ctx.x(1) * pow(a, eh - 1)
+            d = g * slope
+            if np.any(eh == 0):
+                d = o.where(o.equal(ctx.x(1), 0.0), 0.0, d)
+        else:
+            e = ctx.x(1)
+            d = o.where(o.equal(e, 0.0), 0.0, g * (e * pow(a, e - 1.0)))
+        da = ctx.unbroadcast(d, 0)
+    if ctx.needs(1):
+        e = ctx.x(1)
+        d = g * (ctx.y() * o.log(a))
+        e_negative = o.greater(to_tensor(0.0, like=e, op="pow grad"), e)
+        zero_base = o.logical_and(o.equal(a, 0.0), o.logical_not(e_negative))
+        db = ctx.unbroadcast(o.where(zero_base, 0.0, d), 1)
+    return [da, db]
+
+
+@register_grad("Max")
+def _max_grad(ctx):
+    """The gradient goes to the input(s) equal to the maximum, split equally
+    between ties (as ``torch.maximum`` for two inputs, so that the gradients
+    sum to the output gradient). PopART's MaxArgGrad instead gives every tied
+    input the full gradient; the two differ only at ties. Where the maximum
+    is NaN no input matches and every gradient is 0."""
+    o = _ops()
+    g = ctx.g()
+    n = len(ctx.op.inputs)
+    if n == 1:
+        return [g]
+    y = ctx.y()
+    masks = [o.cast(o.equal(ctx.x(i), y), g.dtype) for i in range(n)]
+    count = masks[0]
+    for m in masks[1:]:
+        count = count + m
+    share = g / maximum(count, to_tensor(1.0, like=count, op="maximum grad"))
+    return [ctx.unbroadcast(share * masks[i], i) if ctx.needs(i) else None for i in range(n)]
+
+
+@register_grad("Identity")
+def _identity_grad(ctx):
+    """d identity(x) = 1."""
+    return [ctx.g()]
+
+
+@register_grad("Detach", nondiff=(0,))
+def _detach_grad(ctx):
+    """No gradient flows through ``detach``: its input is non-differentiable,
+    so a required gradient reachable only through it is an error."""
+    return [None]
+
+
+@register_grad("IncrementMod")
+def _increment_mod_grad(ctx):
+    """``(x + c) fmod m`` has slope 1 wherever it is continuous (the jumps
+    where it wraps are ignored, as for ``fmod``). PopART gives IncrementMod no
+    gradient op; ipuxl uses this derivative so float inputs can be
+    differentiated."""
+    return [ctx.g()]

@@ -24,6 +24,7 @@ from typing import Iterable, List, Optional, Tuple, Union
 import numpy as np
 
 from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import (FLOAT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
@@ -201,3 +202,181 @@ def histogram(t: Tensor, levels: List[float], absolute_of_input: bool) -> Tensor
     op = create_op("Histogram", [t], [("histogram_out", (len(lv) + 1,), dtypes.uint32)],
                    {"levels": lv, "absolute_of_input": int(bool(absolute_of_input))}, name=name)
     return op.outputs[0]
+
+
+# ---- gradient rules
+#
+# A reduction's output gradient ``g`` has the output shape. Every rule first
+# reshapes it to the keepdims shape (reduced axes kept with size 1), so that
+# ordinary broadcasting arithmetic spreads it back over the reduced axes. When
+# nothing of the input's shape takes part in the arithmetic (``sum``,
+# ``mean``, ``logsum``), the broadcast is made explicit by adding zeros of the
+# input shape (there is no expand op; ``g + init(shape)`` is one and stays
+# differentiable: the Add rule sums the gradient back down).
+#
+# Conventions where the derivative is not unique:
+# * ``max``/``min``: the gradient is split equally among the elements equal to
+#   the result (as ``torch.amax``/``torch.amin``), so each group's gradient
+#   sums to ``g``; a group whose result is NaN gets NaN gradients. (PopART's
+#   ReduceMaxGrad/ReduceMinGrad give the full ``g`` to every tied element.)
+# * ``median``: as PyTorch. Reducing every axis (``torch.median(x)``), the
+#   gradient is split equally among the elements equal to the median; reducing
+#   some axes (``torch.median(x, dim)``), it goes to a single element equal to
+#   the median: ipuxl picks the first in row-major order of the reduced
+#   elements (PyTorch's choice among ties is unspecified; on CPU it is also
+#   the first for small inputs). A group whose median is NaN gets NaN (all
+#   axes) or zero (some axes) gradients.
+# * ``prod``: exact for any number of zeros in a group (first order): with no
+#   zero ``dx_i = g * prod / x_i``; with exactly one zero only that element gets
+#   ``g * (product of the others)``; with two or more zeros the gradient is 0.
+#   The second derivative is exact for groups with at most one zero.
+# * ``l1``: ``sign(x)`` (0 at 0, as PyTorch); ``l2``: ``x / ||x||``, 0 where the
+#   norm is 0 (as PyTorch).
+
+def _grad_ops():
+    from .. import ops  # late import: ipuxl.ops imports this module
+    return ops
+
+
+def _keep_shape(ctx) -> Tuple[int, ...]:
+    return reduced_shape(ctx.op.inputs[0].shape, tuple(ctx.attrs["axes"]), True)[0]
+
+
+def _keep(ctx, t: Tensor) -> Tensor:
+    """``t`` (shaped like the op's output) reshaped to the keepdims shape."""
+    shape = _keep_shape(ctx)
+    return t if t.shape == shape else _grad_ops().reshape(t, shape)
+
+
+def _expand(t: Tensor, shape: Tuple[int, ...]) -> Tensor:
+    """``t`` broadcast to exactly ``shape`` (``t + zeros(shape)``)."""
+    if t.shape == tuple(shape):
+        return t
+    return t + _grad_ops().init(shape, t.dtype, name="expand_zeros")
+
+
+def _n_reduced(ctx) -> int:
+    return reduced_shape(ctx.op.inputs[0].shape, tuple(ctx.attrs["axes"]), True)[1]
+
+
+def _axes_keep(ctx):
+    return {"axis": list(ctx.attrs["axes"]), "keepdims": True}
+
+
+@register_grad("ReduceSum")
+def _reduce_sum_grad(ctx):
+    return [_expand(_keep(ctx, ctx.g()), ctx.op.inputs[0].shape)]
+
+
+@register_grad("ReduceMean")
+def _reduce_mean_grad(ctx):
+    n = _n_reduced(ctx)
+    # An empty group has no elements to receive a gradient; avoid 1/0.
+    g = _keep(ctx, ctx.g()) * (1.0 / n if n else 0.0)
+    return [_expand(g, ctx.op.inputs[0].shape)]
+
+
+def _extremum_grad(ctx):
+    ops = _grad_ops()
+    x = ctx.x(0)
+    mask = ops.cast(ops.equal(x, _keep(ctx, ctx.y())), x.dtype)
+    count = ops.sum(mask, **_axes_keep(ctx))
+    return [(_keep(ctx, ctx.g()) / count) * mask]
+
+
+register_grad("ReduceMax")(_extremum_grad)
+register_grad("ReduceMin")(_extremum_grad)
+
+
+@register_grad("ReduceMedian")
+def _reduce_median_grad(ctx):
+    ops = _grad_ops()
+    from .. import dtypes as _dt
+
+    x = ctx.x(0)
+    axes = list(ctx.attrs["axes"])
+    if len(axes) == x.rank:
+        return _extremum_grad(ctx)
+    hit = ops.cast(ops.equal(x, _keep(ctx, ctx.y())), _dt.int32)
+    kept = [i for i in range(x.rank) if i not in axes]
+    perm = kept + axes
+    # Bring the reduced axes last and flatten them into one, so that a cumsum
+    # finds the first hit in row-major order of the reduced elements.
+    moved = hit if perm == list(range(x.rank)) else ops.transpose(hit, perm)
+    lead = moved.shape[:len(kept)]
+    flat = moved if len(axes) == 1 else ops.reshape(moved, lead + (_n_reduced(ctx),))
+    first = ops.logical_and(ops.equal(flat, 1), ops.equal(ops.cumsum(flat, -1), 1))
+    first = ops.cast(first, x.dtype)
+    if flat is not moved:
+        first = ops.reshape(first, moved.shape)
+    if moved is not hit:
+        inv = [0] * x.rank
+        for i, p in enumerate(perm):
+            inv[p] = i
+        first = ops.transpose(first, inv)
+    return [_keep(ctx, ctx.g()) * first]
+
+
+@register_grad("ReduceProd")
+def _reduce_prod_grad(ctx):
+    ops = _grad_ops()
+    x = ctx.x(0)
+    g = _keep(ctx, ctx.g())
+    is_zero = ops.equal(x, 0.0)
+    zf = ops.cast(is_zero, x.dtype)
+    n_zero = ops.sum(zf, **_axes_keep(ctx))
+    x_safe = ops.where(is_zero, 1.0, x)
+    p_safe = ops.prod(x_safe, **_axes_keep(ctx))  # product of the non-zero elements
+    # The (zero) value of the group's single zero: multiplying by it keeps the
+    # derivative of the other elements' gradients with respect to it.
+    z = ops.sum(x * zf, **_axes_keep(ctx))
+    one_zero = ops.where(is_zero, 1.0, z / x_safe)
+    factor = ops.where(ops.equal(n_zero, 0.0), 1.0 / x_safe,
+                       ops.where(ops.equal(n_zero, 1.0), one_zero, 0.0))
+    return [(g * p_safe) * factor]
+
+
+@register_grad("ReduceL1")
+def _reduce_l1_grad(ctx):
+    ops = _grad_ops()
+    return [_keep(ctx, ctx.g()) * ops.sign(ctx.x(0))]
+
+
+@register_grad("ReduceL2")
+def _reduce_l2_grad(ctx):
+    ops = _grad_ops()
+    y = _keep(ctx, ctx.y())
+    # Where the norm is 0 every element is 0, so x / 1 gives the zero gradient
+    # (as PyTorch) without a 0/0 that would poison second derivatives.
+    y_safe = ops.where(ops.equal(y, 0.0), 1.0, y)
+    return [(_keep(ctx, ctx.g()) / y_safe) * ctx.x(0)]
+
+
+@register_grad("ReduceLogSum")
+def _reduce_logsum_grad(ctx):
+    # d log(s) / dx = 1 / s = 1 / exp(y): reads only the forward output, the
+    # tensor PopART's ReduceLogSumGradOp takes (so autodiff stitches the same
+    # forward tensors as PopXL).
+    s = _grad_ops().exp(_keep(ctx, ctx.y()))
+    return [_expand(_keep(ctx, ctx.g()) / s, ctx.op.inputs[0].shape)]
+
+
+@register_grad("ReduceLogSumExp")
+def _reduce_logsumexp_grad(ctx):
+    ops = _grad_ops()
+    return [_keep(ctx, ctx.g()) * ops.exp(ctx.x(0) - _keep(ctx, ctx.y()))]
+
+
+@register_grad("ReduceSumSquare")
+def _reduce_sumsquare_grad(ctx):
+    return [(_keep(ctx, ctx.g()) * 2.0) * ctx.x(0)]
+
+
+@register_grad("LambSquare")
+def _lamb_square_grad(ctx):
+    ops = _grad_ops()
+    x = ctx.x(0)
+    g = ctx.g()  # float32 scalar
+    if g.dtype != x.dtype:
+        g = ops.cast(g, x.dtype)
+    return [(g * 2.0) * x]

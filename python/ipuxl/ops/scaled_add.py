@@ -64,3 +64,52 @@ def scaled_add_(X: Tensor, Y: Tensor, a: Union[float, Tensor] = 1.0,  # noqa: N8
         raise TypeError(f"scaled_add_: X must be a Tensor, got {type(X).__name__}")
     return _scaled_add("ScaledAddLhsInplace", "scaled_add_", f"scaled_add__{X.name}", X, Y, a, b,
                        inplace=True)
+
+
+# ---- gradient rule
+from ..grad import register_grad  # noqa: E402
+
+
+def _ops():
+    from .. import ops as _o  # the full ops namespace, loaded by the time rules run
+
+    return _o
+
+
+@register_grad("ScaledAdd")
+def _scaled_add_grad(ctx):
+    """``out = a X + b Y`` (out has X's dtype): dX = a g, dY = b g (cast to
+    Y's dtype), and for tensor scales da = sum(g X), db = sum(g Y), reshaped
+    and cast to the scale's own shape and dtype."""
+    o = _ops()
+    g = ctx.g()
+    ins = ctx.op.inputs
+    scales = []
+    for k in (0, 1):
+        i = 2 + k
+        if len(ins) > i and ins[i] is not None:
+            s = ctx.x(i)
+            if s.dtype != g.dtype:
+                s = o.cast(s, g.dtype)
+            scales.append(o.reshape(s, ()) if s.shape != () else s)
+        else:
+            scales.append(float(ctx.attrs[f"scale{k}"]))
+    res = [None] * len(ins)
+    for k in (0, 1):
+        if not ctx.needs(k):
+            continue
+        s = scales[k]
+        d = g if (not isinstance(s, Tensor) and s == 1.0) else g * s
+        want = ins[k].dtype
+        res[k] = d if d.dtype == want else o.cast(d, want)
+    for k in (0, 1):
+        i = 2 + k
+        if len(ins) > i and ins[i] is not None and ctx.needs(i):
+            v = ctx.x(k)
+            if v.dtype != g.dtype:
+                v = o.cast(v, g.dtype)
+            d = o.sum(g * v)
+            if d.shape != ins[i].shape:
+                d = o.reshape(d, ins[i].shape)
+            res[i] = d if d.dtype == ins[i].dtype else o.cast(d, ins[i].dtype)
+    return res

@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import check_in_graph, normalize_axis
@@ -183,3 +184,24 @@ def transpose_(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor
                      {"perm": list(perm), **_view_attrs(t, not same_layout)},
                      name="transpose_inplace",
                      aliases=[(0, 0)] if same_layout else ()).outputs[0]
+
+
+# ---- gradient rules. Views (``reshape_``, ``transpose_``) are not modifying
+# ops, so autodiff accepts them; their gradients are those of the copies.
+
+def _reshape_grad(ctx):
+    return [reshape(ctx.g(), ctx.op.inputs[0].shape)]
+
+
+def _transpose_grad(ctx):
+    perm = ctx.attrs["perm"]
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return [transpose(ctx.g(), inverse)]
+
+
+register_grad("Reshape")(_reshape_grad)
+register_grad("ReshapeInplace")(_reshape_grad)
+register_grad("Transpose")(_transpose_grad)
+register_grad("TransposeInplace")(_transpose_grad)

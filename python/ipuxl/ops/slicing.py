@@ -12,9 +12,10 @@ import builtins
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
-from .shape import _is_int, _view_attrs
+from .shape import _is_int, _view_attrs, reshape
 from .utils import check_in_graph, check_same_dtype, normalize_axis, same_tile_set
 
 __all__ = ["slice", "slice_", "subsample", "split", "concat", "concat_"]
@@ -240,3 +241,94 @@ def concat_(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
         attrs["_view_copy"] = True
     return create_op("ConcatInplace", ts, [("concat_out", shape, ts[0].dtype)], attrs,
                      name="concat_inplace", aliases=[(0, 0)] if single else ()).outputs[0]
+
+
+# ---- gradient rules. The views ``slice_``/``concat_`` are not modifying ops,
+# so autodiff accepts them; their gradients are those of the copies. Every
+# rule is built from Reshape, Concat, Slice and Init (zeros), which are
+# differentiable again.
+
+def _zeros_like_axis(g: Tensor, axis: int, length: int) -> Tensor:
+    from .init import init
+
+    shape = list(g.shape)
+    shape[axis] = length
+    return init(tuple(shape), g.dtype, name="slice_grad_zeros")
+
+
+def _unstride(g: Tensor, axis: int, start: int, step: int, n: int) -> Tensor:
+    """The tensor of length ``n`` on ``axis`` holding ``g[j]`` at position
+    ``start + j * step`` (the elements a slice read) and zeros elsewhere."""
+    m = g.shape[axis]
+    if step < 0:
+        if m > 1:
+            g = slice(g, step=-1, axis=axis)  # now in increasing position order
+        start, step = start + (m - 1) * step, -step
+    if step > 1 and m > 1:
+        # Interleave step-1 zeros after each element: (.., m, ..) -> (.., m, step, ..)
+        # -> (.., m*step, ..), then drop the trailing zeros after the last element.
+        rest = g.shape[axis + 1:]
+        g1 = reshape(g, g.shape[:axis + 1] + (1,) + rest)
+        z = _zeros_like_axis(g1, axis + 1, step - 1)
+        c = concat([g1, z], axis=axis + 1)
+        c = reshape(c, g.shape[:axis] + (m * step,) + rest)
+        g = slice(c, start=0, stop=(m - 1) * step + 1, axis=axis)
+    length = g.shape[axis]
+    parts = []
+    if start > 0:
+        parts.append(_zeros_like_axis(g, axis, start))
+    parts.append(g)
+    if n - start - length > 0:
+        parts.append(_zeros_like_axis(g, axis, n - start - length))
+    return parts[0] if len(parts) == 1 else concat(parts, axis=axis)
+
+
+def _strided_grad(ctx, starts, steps):
+    g = ctx.g()
+    x = ctx.op.inputs[0]
+    if any(d == 0 for d in g.shape):
+        return [None]  # nothing was read: the gradient is zero
+    for a, (b, s, n) in enumerate(zip(starts, steps, x.shape)):
+        m = g.shape[a]
+        if m == n and b == 0 and (s == 1 or m <= 1):
+            continue
+        g = _unstride(g, a, b, s, n)
+    return [g]
+
+
+def _slice_grad(ctx):
+    return _strided_grad(ctx, ctx.attrs["starts"], ctx.attrs["steps"])
+
+
+def _subsample_grad(ctx):
+    strides = ctx.attrs["strides"]
+    return _strided_grad(ctx, [0] * len(strides), strides)
+
+
+def _split_grad(ctx):
+    return [concat([ctx.g_or_zeros(i) for i in range(len(ctx.op.outputs))],
+                   axis=ctx.attrs["axis"])]
+
+
+def _concat_grad(ctx):
+    g = ctx.g()
+    axis = ctx.attrs["axis"]
+    out, off = [], 0
+    for i, x in enumerate(ctx.op.inputs):
+        n = x.shape[axis]
+        if not ctx.needs(i) or n == 0:
+            out.append(None)
+        elif n == g.shape[axis]:
+            out.append(g)
+        else:
+            out.append(slice(g, start=off, stop=off + n, axis=axis))
+        off += n
+    return out
+
+
+register_grad("Slice")(_slice_grad)
+register_grad("SliceInplace")(_slice_grad)
+register_grad("Subsample")(_subsample_grad)
+register_grad("Split")(_split_grad)
+register_grad("Concat")(_concat_grad)
+register_grad("ConcatInplace")(_concat_grad)

@@ -1,4 +1,5 @@
 """``softmax`` along one axis, mirroring PopXL (PopXL has no log_softmax)."""
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import FLOAT_DTYPES, check_dtype_in, check_in_graph, normalize_axis
@@ -23,3 +24,15 @@ def softmax(t: Tensor, axis: int) -> Tensor:
     op = create_op("Softmax", [t], [(f"{name}_out", t.shape, t.dtype)], {"axis": ax},
                    name=name)
     return op.outputs[0]
+
+
+@register_grad("Softmax")
+def _softmax_grad(ctx):
+    """``dx = y * (g - sum(g * y, axis))``, built from ordinary ops so it can
+    be differentiated again."""
+    from .. import ops
+
+    y = ctx.y()
+    g = ctx.g()
+    dot = ops.sum(g * y, axis=ctx.attrs["axis"], keepdims=True)
+    return [y * (g - dot)]

@@ -4,6 +4,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import dtypes
+from ..grad import register_grad
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, normalize_axis
@@ -43,3 +44,20 @@ def topk(t: Tensor, k: int, axis: int, largest: bool, sorted: bool,
                    {"k": int(k), "axis": ax, "largest": int(bool(largest)),
                     "sorted": int(bool(sorted))}, name=name)
     return op.outputs[0], op.outputs[1]
+
+
+@register_grad("TopK")
+def _topk_grad(ctx):
+    """The values' gradient goes back to the selected positions (a scatter
+    into zeros at the returned indices, which are distinct within a slice);
+    the int32 indices output carries none."""
+    from .. import ops
+
+    g = ctx.g(0)
+    if g is None:
+        return [None]
+    x = ctx.op.inputs[0]
+    zeros = ops.init(x.shape, x.dtype, name="topk_grad_zeros")
+    if g.nelms == 0:
+        return [zeros]
+    return [ops.scatter(zeros, ctx.y(1), g, ctx.attrs["axis"])]

@@ -212,3 +212,239 @@ def clip(t: Tensor, min: float = float("-inf"), max: float = float("inf")) -> Te
 
 
 clamp = clip
+
+
+# ---- gradient rules and decompositions
+#
+# Every rule emits ordinary forward ops (so gradient graphs can be
+# differentiated again); each rule's formula is in its docstring. Integer
+# tensors never receive gradients, so the rules only see float inputs.
+
+from ..grad import register_decomposition, register_grad  # noqa: E402
+
+_SQRT_2_OVER_PI = 0.7978845608028654   # sqrt(2/pi), the constant of the Gelu kernel
+_GELU_A = 0.044715                     # cubic coefficient of the Gelu kernel
+_INV_SQRT_2PI = 0.3989422804014327     # 1/sqrt(2 pi): the standard normal density at 0
+_INV_SQRT_2 = 0.7071067811865476
+
+
+def _ops():
+    from .. import ops as _o  # the full ops namespace, loaded by the time rules run
+
+    return _o
+
+
+def _less(t: Tensor, c: float) -> Tensor:
+    """``t < c`` for a host number ``c`` (``greater`` needs a Tensor first)."""
+    return _ops().greater(to_tensor(c, like=t, op="grad"), t)
+
+
+@register_grad("Abs")
+def _abs_grad(ctx):
+    """d|x| = sign(x) (0 at x == 0, as PyTorch)."""
+    return [ctx.g() * sign(ctx.x(0))]
+
+
+@register_grad("Neg")
+def _neg_grad(ctx):
+    """d(-x) = -1."""
+    return [negate(ctx.g())]
+
+
+@register_grad("Sqrt")
+def _sqrt_grad(ctx):
+    """d sqrt(x) = 1 / (2 sqrt(x)) (inf at 0, as PyTorch)."""
+    return [ctx.g() / (ctx.y() * 2.0)]
+
+
+@register_grad("Exp")
+def _exp_grad(ctx):
+    """d e**x = e**x."""
+    return [ctx.g() * ctx.y()]
+
+
+@register_grad("Log")
+def _log_grad(ctx):
+    """d log(x) = 1 / x. (``log2`` is Log followed by Div, both with rules.)"""
+    return [ctx.g() / ctx.x(0)]
+
+
+@register_grad("Sin")
+def _sin_grad(ctx):
+    """d sin(x) = cos(x)."""
+    return [ctx.g() * cos(ctx.x(0))]
+
+
+@register_grad("Cos")
+def _cos_grad(ctx):
+    """d cos(x) = -sin(x)."""
+    return [negate(ctx.g() * sin(ctx.x(0)))]
+
+
+@register_grad("Tanh")
+def _tanh_grad(ctx):
+    """d tanh(x) = 1 - tanh(x)**2."""
+    y = ctx.y()
+    return [ctx.g() * (1.0 - y * y)]
+
+
+@register_grad("Relu")
+def _relu_grad(ctx):
+    """d relu(x) = 1 where x > 0, else 0 (0 at x == 0, as PyTorch)."""
+    o = _ops()
+    x = ctx.x(0)
+    return [o.where(o.greater(x, 0.0), ctx.g(), 0.0)]
+
+
+def _sigmoid(x: Tensor) -> Tensor:
+    # sigmoid(x) = (1 + tanh(x/2)) / 2: no exp overflow for any x.
+    return 0.5 + 0.5 * tanh(x * 0.5)
+
+
+@register_grad("Swish")
+def _swish_grad(ctx):
+    """d (x sigmoid(x)) = s (1 + x (1 - s)) with s = sigmoid(x)."""
+    x = ctx.x(0)
+    s = _sigmoid(x)
+    return [ctx.g() * (s * (1.0 + x * (1.0 - s)))]
+
+
+@register_grad("Gelu")
+def _gelu_grad(ctx):
+    """Exact derivative of the kernel's tanh approximation
+    ``y = x/2 (1 + tanh(u))``, ``u = k (x + a x**3)``, ``k = sqrt(2/pi)``,
+    ``a = 0.044715``:
+
+        dy/dx = (1 + t)/2 + x/2 (1 - t**2) k (1 + 3 a x**2),  t = tanh(u)
+    """
+    x = ctx.x(0)
+    x2 = x * x
+    t = tanh(x * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _GELU_A) * x2))
+    du = _SQRT_2_OVER_PI + (3.0 * _SQRT_2_OVER_PI * _GELU_A) * x2
+    d = 0.5 * (1.0 + t) + (0.5 * x) * ((1.0 - t * t) * du)
+    return [ctx.g() * d]
+
+
+def _normal_cdf_from_geluerf(x: Tensor) -> Tensor:
+    """Phi(x), the standard normal CDF, without an erf op: ``geluerf(x) / x``
+    where |x| >= 0.1, else its Taylor series ``1/2 + (x - x**3/6 + x**5/40)
+    / sqrt(2 pi)`` (truncation error < 1e-10 there). The denominator is
+    replaced by 1 where the series is used, so no 0/0 appears in the graph
+    (whose gradient would be NaN even where it is not selected)."""
+    o = _ops()
+    small = _less(abs(x), 0.1)
+    safe = o.where(small, 1.0, x)
+    ratio = geluerf(safe) / safe
+    x2 = x * x
+    series = 0.5 + (_INV_SQRT_2PI * x) * (1.0 + x2 * (-1.0 / 6.0 + x2 * (1.0 / 40.0)))
+    return o.where(small, series, ratio)
+
+
+@register_grad("GeluErf")
+def _geluerf_grad(ctx):
+    """d (x Phi(x)) = Phi(x) + x phi(x), phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
+    x = ctx.x(0)
+    phi = exp(x * x * -0.5) * _INV_SQRT_2PI
+    return [ctx.g() * (_normal_cdf_from_geluerf(x) + x * phi)]
+
+
+@register_grad("Ceil")
+@register_grad("Floor")
+@register_grad("Sign")
+def _zero_grad(ctx):
+    """Piecewise constant: the gradient is zero almost everywhere."""
+    return [None]
+
+
+@register_grad("Clip")
+def _clip_grad(ctx):
+    """The gradient passes where ``min < x < max`` (strictly) and is 0
+    elsewhere. This is PopART's ClipGrad convention (it masks elements whose
+    output equals a bound); PyTorch's ``clamp`` instead passes it at the bounds
+    too (``min <= x <= max``). The two differ only at x == min or x == max.
+    NaN inputs get a zero gradient."""
+    o = _ops()
+    x = ctx.x(0)
+    lo, hi = float(ctx.attrs["min"]), float(ctx.attrs["max"])
+    conds = []
+    if lo != float("-inf"):
+        conds.append(o.greater(x, lo))
+    if hi != float("inf"):
+        conds.append(_less(x, hi))
+    g = ctx.g()
+    if not conds:
+        return [g]
+    inside = conds[0] if len(conds) == 1 else o.logical_and(conds[0], conds[1])
+    return [o.where(inside, g, 0.0)]
+
+
+# Decompositions: the op's value from other differentiable ops, used by
+# autodiff when a rule is absent or forced off (tests compare both paths).
+# float16 inputs are decomposed in float32 and cast back, as the kernels
+# compute float16 in float: the formulas below overflow or lose too much
+# precision in float16 (e.g. (e**2x + 1)**2 in the division's gradient).
+
+def _in_float32(fn):
+    def deco(op, x):
+        o = _ops()
+        if x.dtype == dtypes.float16:
+            return [o.cast(fn(o.cast(x, dtypes.float32)), dtypes.float16)]
+        return [fn(x)]
+    return deco
+
+
+_TANH_CLAMP = 20.0  # tanh(20) == 1 in float32 and to 1e-17 in float64
+
+
+def _tanh_via_exp(x: Tensor) -> Tensor:
+    # tanh(x) = 1 - 2 / (e**2x + 1); x is clamped so that e**2x stays finite
+    # (beyond the clamp tanh is 1 to working precision and its slope ~0).
+    return 1.0 - 2.0 / (exp(clip(x, -_TANH_CLAMP, _TANH_CLAMP) * 2.0) + 1.0)
+
+
+@register_decomposition("Tanh")
+@_in_float32
+def _tanh_decomposition(x):
+    return _tanh_via_exp(x)
+
+
+@register_decomposition("Gelu")
+@_in_float32
+def _gelu_decomposition(x):
+    u = x * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _GELU_A) * (x * x))
+    return (x * 0.5) * (1.0 + tanh(u))
+
+
+@register_decomposition("Swish")
+@_in_float32
+def _swish_decomposition(x):
+    return x * _sigmoid(x)
+
+
+# erfc(z) for z >= 0 as t exp(-z**2 + P(t)), t = 1 / (1 + z/2), with the
+# Chebyshev-fitted polynomial P of Numerical Recipes' erfcc: relative error
+# below 1.2e-7 for every z >= 0, and its derivative within about 1e-5 of
+# -2 exp(-z**2)/sqrt(pi).
+_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+           -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erfc_nonneg(z: Tensor) -> Tensor:
+    t = 1.0 / (1.0 + z * 0.5)
+    p = t * _ERFC_P[-1]
+    for c in reversed(_ERFC_P[1:-1]):
+        p = t * (p + c)
+    p = p + _ERFC_P[0]
+    return t * exp(p - z * z)
+
+
+@register_decomposition("GeluErf")
+@_in_float32
+def _geluerf_decomposition(x):
+    # x Phi(x), Phi(x) = 1 - erfc(z)/2 for z = x/sqrt(2) >= 0 and erfc(-z)/2
+    # below. |z| is formed with where (not abs) so that its slope at 0 is 1.
+    o = _ops()
+    z = x * _INV_SQRT_2
+    neg = _less(z, 0.0)
+    e = _erfc_nonneg(o.where(neg, negate(z), z))
+    return x * o.where(neg, e * 0.5, 1.0 - e * 0.5)

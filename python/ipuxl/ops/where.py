@@ -38,3 +38,19 @@ def where(condition: Tensor, lhs: Tensor, rhs: Tensor) -> Tensor:
         condition = cast(condition, dtypes.bool)
     return create_op("Where", [condition, lhs, rhs], [("where_out", shape, lhs.dtype)],
                      name="where").outputs[0]
+
+
+# ---- gradient rule
+from ..grad import register_grad  # noqa: E402
+
+
+@register_grad("Where", nondiff=(0,))
+def _where_grad(ctx):
+    """The output gradient goes to ``lhs`` where the condition holds and to
+    ``rhs`` elsewhere (zeros in the other places), each summed down to its
+    operand's shape. The condition gets none."""
+    g = ctx.g()
+    c = ctx.x(0)
+    dl = ctx.unbroadcast(where(c, g, 0.0), 1) if ctx.needs(1) else None
+    dr = ctx.unbroadcast(where(c, 0.0, g), 2) if ctx.needs(2) else None
+    return [None, dl, dr]

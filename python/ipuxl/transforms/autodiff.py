@@ -3,31 +3,56 @@
 The contract is PopXL's (``popxl.transforms.autodiff``):
 
 * ``expected_inputs`` starts with one ``FwdGrad`` connection per tensor of
-  ``grads_provided`` (default: all forward outputs), in that order. The
-  remaining entries are ``Fwd`` connections to forward tensors the gradient
-  graph needs, ordered name-independently: forward inputs in input order,
-  then forward outputs in output order (then, for the main graph only, other
-  tensors in creation order).
-* ``expected_outputs`` are ``FwdGrad`` connections matching
-  ``grads_required`` (default: all forward inputs) exactly, in order.
+  ``grads_provided`` (default: all forward outputs as they were before
+  autodiff), in that order; explicitly provided gradient inputs are kept even
+  when unused. The remaining entries are ``Fwd`` connections to forward
+  tensors the gradient graph needs, each an input or an output of the
+  forward graph after stitching, ordered name-independently: forward inputs
+  in input order, then forward outputs in output order (for the main graph,
+  which has no call site, any other tensor follows, in creation order).
+* ``expected_outputs`` are ``FwdGrad`` connections matching ``grads_required``
+  (default: all forward inputs) exactly, in order. A gradient output that is
+  produced inside the gradient graph is named ``Gradient___<name>``.
+* As in PopART, the forward outputs of ``Mul``/``Div``/``Pow``/``Fmod`` are
+  always made available to the gradient graph (``ipuxl.grad.STASH_OUTPUTS``),
+  so stitching adds the same outputs as PopXL (``x * W + b`` gains one).
 * A needed activation that is neither a forward input nor an output becomes
   a new output of the forward graph, and every existing call site of the
-  forward graph gets the matching output ("stitching"). Where a call site is
-  not a plain call (``repeat``, ``conditional``) the activation is recomputed
-  inside the gradient graph instead.
-* Called graphs are differentiated recursively (children first, each once);
-  ``called_graphs_grad_info`` supplies gradient graphs to reuse.
-* Graphs with ops that modify their inputs are rejected, as are an empty
-  ``grads_required`` and a required gradient with no differentiable path.
+  forward graph gets the matching output ("stitching", PopXL's
+  ``SafeAddFwdOutputs``). When a call site is not a plain ``call``
+  (``repeat``, ``conditional``) the activation is recomputed inside the
+  gradient graph instead (random and host-IO ops cannot be recomputed).
+* Called graphs are differentiated recursively, children on demand and each
+  once per ``autodiff`` call; for them every float output gradient is a
+  candidate input (unused ones are dropped) and every float input reachable
+  from an output gets a gradient (known-zero ones are left out).
+  ``called_graphs_grad_info`` supplies gradient graphs to reuse instead, and
+  is the only way through a graph marked unsafe
+  (``graph._can_be_recursively_autodiffed = False``).
+* Rejected with ``popart_exception``: graphs (or graphs they call) with ops
+  that modify their inputs ("The graph <id> contains a modifying op ..."), an
+  empty ``grads_required``, and a required gradient with no differentiable
+  path to the provided gradients (an integer or unused input). A gradient
+  that has a path but is known to be zero (through ``floor``) is a
+  zero-filled tensor of the input's shape and dtype.
+* On any error the IR is left as it was: gradient graphs created by the
+  failed call are removed and stitched outputs are taken back.
 
 Beyond PopXL: gradients known to be zero are absent (no ops are emitted for
 branches that receive none; zeros appear only at graph boundaries), rules
 emit ordinary forward ops (so gradient graphs can be differentiated again),
-and an op whose gradient is unknown raises instead of being skipped.
+and an op whose gradient is unknown raises NotImplementedError instead of
+being skipped (only when a gradient actually reaches it and one of its float
+inputs needs one: rule-less ops on constant branches are fine).
+
+The transform is linear in the size of the graphs: one forward reachability
+pass, one backward reachability pass and one reverse sweep per graph, with
+no recursion over ops (deep chains do not hit Python's recursion limit).
 """
 from enum import Enum
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
+from .. import dtypes as _dt
 from .. import grad as _grad
 from ..context import get_current_context
 from ..errors import popart_exception
@@ -37,22 +62,25 @@ from ..tensor import Constant, Tensor, constant, graph_input, graph_output
 
 __all__ = ["autodiff", "GradGraphInfo", "ExpectedConnection", "ExpectedConnectionType"]
 
-_FLOATS = ("float16", "float32", "float64")
 _NO_RECOMPUTE = ("HostLoad", "HostStore", "RandomUniform", "RandomNormal", "Dropout",
-                 "PrintTensor")
+                 "ShapedDropout", "PrintTensor", "RemoteLoad", "RemoteStore")
 
 
 class ExpectedConnectionType(Enum):
+    """Whether a gradient-graph input/output is a forward tensor (``Fwd``) or
+    the gradient of one (``FwdGrad``)."""
     Fwd = "Fwd"
     FwdGrad = "FwdGrad"
 
 
 class ExpectedConnection:
     """One input or output of a gradient graph: a forward tensor (``Fwd``) or
-    the gradient of one (``FwdGrad``). Created by autodiff only."""
+    the gradient of one (``FwdGrad``). Created by autodiff only; constructing
+    one directly raises TypeError."""
 
     def __init__(self):
-        raise TypeError("ExpectedConnection cannot be constructed directly")
+        raise TypeError("ExpectedConnection should not be constructed directly; it is created "
+                        "by popxl.transforms.autodiff")
 
     @classmethod
     def _create(cls, fwd_tensor: Tensor, kind: ExpectedConnectionType):
@@ -63,6 +91,7 @@ class ExpectedConnection:
 
     @property
     def fwd_tensor(self) -> Tensor:
+        """The forward tensor this connection is about."""
         return self._fwd_tensor
 
     @property
@@ -74,10 +103,12 @@ class ExpectedConnection:
 
 
 class GradGraphInfo:
-    """The result of :func:`autodiff`: the gradient graph and how to connect it."""
+    """The result of :func:`autodiff`: the gradient graph and how to connect
+    it. Constructing one directly raises TypeError."""
 
     def __init__(self):
-        raise TypeError("GradGraphInfo cannot be constructed directly; use autodiff")
+        raise TypeError("GradGraphInfo should not be constructed directly; use "
+                        "popxl.transforms.autodiff")
 
     @classmethod
     def _create(cls, graph: Graph, forward_graph: Graph,
@@ -92,18 +123,22 @@ class GradGraphInfo:
 
     @property
     def graph(self) -> Graph:
+        """The gradient graph."""
         return self._graph
 
     @property
     def forward_graph(self) -> Graph:
+        """The graph that was differentiated."""
         return self._fwd
 
     @property
     def expected_inputs(self) -> Tuple[ExpectedConnection, ...]:
+        """One connection per input of the gradient graph, in input order."""
         return self._ins
 
     @property
     def expected_outputs(self) -> Tuple[ExpectedConnection, ...]:
+        """One ``FwdGrad`` connection per output of the gradient graph."""
         return self._outs
 
     @property
@@ -118,38 +153,53 @@ class GradGraphInfo:
 
     def inputs_dict(self, fwd_call_info) -> Dict[Tensor, Tensor]:
         """``{gradient-graph input: parent tensor}`` for every ``Fwd``
-        connection, resolved through the forward call site."""
-        if fwd_call_info.called_graph != self._fwd:
+        connection, resolved through a call site of the forward graph (from
+        ``ops.call_with_info``). The ``FwdGrad`` inputs (the seeds) are not
+        included. Raises TypeError for a call site of another graph."""
+        called = getattr(fwd_call_info, "called_graph", None)
+        if not isinstance(called, Graph) or called != self._fwd:
+            name = called.name if isinstance(called, Graph) else repr(called)
             raise TypeError(
-                f"The called graph of the call site ({fwd_call_info.called_graph.name}) is not "
-                f"the forward graph of this GradGraphInfo ({self._fwd.name}).")
+                f"The called graph of the call site ({name}) does not match the graph that was "
+                f"differentiated ({self._fwd.name}).")
         out = {}
-        for ec, t in zip(self._ins, self._graph.inputs):
+        for ec, t in zip(self._ins, self._graph._inputs):
             if ec.connection_type == ExpectedConnectionType.Fwd:
                 out[t] = fwd_call_info.graph_to_parent(ec.fwd_tensor)
         return out
 
     def fwd_graph_ins_to_grad_parent_outs(self, grad_call_info) -> Dict[Tensor, Tensor]:
-        """``{forward-graph input: gradient in the parent of the gradient call}``."""
+        """``{forward-graph tensor: its gradient in the parent of the gradient
+        call}``, from the call site of the gradient graph."""
         return {ec.fwd_tensor: grad_call_info.parent_output(i) for i, ec in enumerate(self._outs)}
 
     def fwd_parent_ins_to_grad_parent_outs(self, fwd_call_info, grad_call_info) -> Dict[Tensor, Tensor]:
-        """``{parent tensor fed to the forward call: its gradient from the gradient call}``."""
+        """``{parent tensor fed to the forward call: its gradient from the
+        gradient call}``."""
         return {fwd_call_info.graph_to_parent(k): v
                 for k, v in self.fwd_graph_ins_to_grad_parent_outs(grad_call_info).items()}
 
     def __repr__(self):
-        ins = ", ".join(repr(e) for e in self._ins)
-        outs = ", ".join(repr(e) for e in self._outs)
-        return (f"GradGraphInfo[\n  graph={self._graph.id}\n  expected_inputs=[{ins}]\n"
-                f"  expected_outputs=[{outs}]\n]")
+        ins = "".join(f"    {e!r}\n" for e in self._ins)
+        outs = "".join(f"    {e!r}\n" for e in self._outs)
+        return (f"GradGraphInfo[\n  graph={self._graph.id}\n  expected_inputs=[\n{ins}  ]\n"
+                f"  expected_outputs=[\n{outs}  ]\n]")
+
+
+_FLOAT_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
 
 
 def _is_float(t: Tensor) -> bool:
-    return t.dtype.name in _FLOATS
+    return t._dtype in _FLOAT_DTYPES
 
 
-def _graphs_reachable(graph: Graph) -> List[Graph]:
+def _base(t: Tensor) -> str:
+    return t.name.split("/")[-1]
+
+
+def _graphs_reachable(graph: Graph, skip: Mapping[Graph, object] = ()) -> List[Graph]:
+    """``graph`` and every graph it calls, transitively, in a deterministic
+    depth-first order; graphs in ``skip`` are not entered."""
     out, seen, stack = [], set(), [graph]
     while stack:
         g = stack.pop()
@@ -158,12 +208,14 @@ def _graphs_reachable(graph: Graph) -> List[Graph]:
         seen.add(g.name)
         out.append(g)
         for op in g._ops:
-            stack.extend(op.called_graphs)
+            for c in op.called_graphs:
+                if c.name not in seen and not (c in skip):
+                    stack.append(c)
     return out
 
 
-def _check_no_modifying_ops(graph: Graph) -> None:
-    for g in _graphs_reachable(graph):
+def _check_no_modifying_ops(graph: Graph, skip: Mapping[Graph, object]) -> None:
+    for g in _graphs_reachable(graph, skip):
         for op in g._ops:
             if op.modified:
                 raise popart_exception(
@@ -191,62 +243,105 @@ class _GraphBuilder:
         self.required = required
         self.top = top
         ir = fwd.ir
+        self.is_main = fwd is ir.main_graph
+        # Forward inputs and outputs (kept in step with stitching), for O(1) lookups.
+        self.io: Set[int] = {id(t) for t in fwd._inputs} | {id(t) for t in fwd._outputs}
+        self.stitchable = all(op.type == "Call" for op in fwd._call_sites)
         self.bwd = Graph._create(ir, _unique_graph_name(ir, f"{fwd.name or 'main'}_bwd"))
         ir._graphs[self.bwd.name] = self.bwd
-        self.fwd_inputs: Dict[Tensor, Tensor] = {}  # fwd tensor -> bwd Fwd input
-        self.values: Dict[Tensor, Tensor] = {}      # fwd tensor -> bwd value (any source)
+        ad.created.append(self.bwd)
+        # Keyed by id(fwd tensor): Tensor.__hash__ hashes its id string, which
+        # is measurably slower on graphs of 10k+ ops.
+        self.fwd_inputs: Dict[int, Tuple[Tensor, Tensor]] = {}  # -> (fwd tensor, bwd input)
+        self.values: Dict[int, Tensor] = {}  # -> bwd value (any source)
         self.grad_inputs: List[Tensor] = []
 
     # ---- forward values inside the gradient graph
     def value_of(self, t: Tensor) -> Tensor:
-        v = self.values.get(t)
+        v = self.values.get(id(t))
+        if v is not None:
+            return v
+        v = self._direct(t)
+        if v is None:
+            self._recompute(t)
+            v = self.values[id(t)]
+        return v
+
+    def _direct(self, t: Tensor) -> Optional[Tensor]:
+        """The value of ``t`` if it needs no recomputation (cached), else None."""
+        v = self.values.get(id(t))
         if v is not None:
             return v
         if isinstance(t, Constant):
-            v = constant(t._host_data, t.dtype, name=t.name.split("/")[-1])
-        elif self.fwd is self.fwd.ir.main_graph or t in self.fwd._inputs or t in self.fwd._outputs:
+            v = constant(t._host_data, t.dtype, name=_base(t))
+        elif self.is_main or id(t) in self.io:
             v = self._fwd_input(t)
-        elif all(op.type == "Call" for op in self.fwd._call_sites):
+        elif self.stitchable:
             self._stitch(t)
             v = self._fwd_input(t)
         else:
-            v = self._recompute(t)
-        self.values[t] = v
+            return None
+        self.values[id(t)] = v
         return v
 
     def _fwd_input(self, t: Tensor) -> Tensor:
-        v = self.fwd_inputs.get(t)
-        if v is None:
-            v = graph_input(t.shape, t.dtype, t.name.split("/")[-1])
-            self.fwd_inputs[t] = v
-        return v
+        e = self.fwd_inputs.get(id(t))
+        if e is None:
+            e = (t, graph_input(t.shape, t.dtype, _base(t)))
+            self.fwd_inputs[id(t)] = e
+        return e[1]
 
     def _stitch(self, t: Tensor) -> None:
         """Make ``t`` an output of the forward graph and of every call site."""
-        from ..tensor import Tensor as _T
-
+        sites = list(self.fwd._call_sites)
+        self.ad.stitches.append((self.fwd, len(self.fwd._outputs),
+                                 [(op, len(op.outputs)) for op in sites]))
         self.fwd._add_output(t)
-        for op in self.fwd._call_sites:
-            out = _T._create(op.graph, "autodiff_output", t.shape, t.dtype, producer=op)
-            out._consumers = []
+        self.io.add(id(t))
+        for op in sites:
+            out = Tensor._create(op.graph, "autodiff_output", t.shape, t.dtype, producer=op)
             op.outputs.append(out)
 
-    def _recompute(self, t: Tensor) -> Tensor:
-        op = t.producer
-        if op is None:
-            raise popart_exception(f"autodiff: cannot recompute {t.id!r}: it has no producer")
-        if op.type in _NO_RECOMPUTE:
-            raise NotImplementedError(
-                f"autodiff: the gradient of graph {self.fwd.name!r} needs {t.id!r}, produced by "
-                f"{op.type} op {op.name!r}, which cannot be recomputed (a call site of the graph "
-                "is not a plain call, so it cannot be added as an output)")
-        ins = [None if x is None else self.value_of(x) for x in op.inputs]
-        clone = create_op(op.type, ins, [(o.name.split("/")[-1], o.shape, o.dtype) for o in op.outputs],
-                          op.attrs, name=op.name.split("/")[-1], called_graphs=op.called_graphs,
-                          aliases=op.aliases)
-        for o, c in zip(op.outputs, clone.outputs):
-            self.values.setdefault(o, c)
-        return self.values[t]
+    def _recompute(self, t: Tensor) -> None:
+        """Clone the producers of ``t`` (and, transitively, of whatever they
+        need that is not directly available) into the gradient graph.
+        Iterative, so long chains do not hit the recursion limit."""
+        stack: List[Op] = []
+        on_stack: Set[int] = set()
+
+        def push(x: Tensor):
+            op = x.producer
+            if op is None:
+                raise popart_exception(f"autodiff: cannot recompute {x.id!r}: it has no producer")
+            if op.type in _NO_RECOMPUTE:
+                raise NotImplementedError(
+                    f"autodiff: the gradient of graph {self.fwd.name!r} needs {x.id!r}, produced "
+                    f"by {op.type} op {op.name!r}, which cannot be recomputed (a call site of the "
+                    "graph is not a plain call, so the value cannot be added as an output)")
+            if id(op) not in on_stack:
+                on_stack.add(id(op))
+                stack.append(op)
+
+        push(t)
+        while stack:
+            op = stack[-1]
+            if op.outputs and id(op.outputs[0]) in self.values:
+                stack.pop()
+                continue
+            pending = False
+            for x in op.inputs:
+                if x is not None and self._direct(x) is None:
+                    push(x)
+                    pending = True
+            if pending:
+                continue
+            stack.pop()
+            ins = [None if x is None else self.values[id(x)] for x in op.inputs]
+            clone = create_op(op.type, ins, [(_base(o), o.shape, o.dtype) for o in op.outputs],
+                              op.attrs, name=_base_op(op), called_graphs=op.called_graphs,
+                              aliases=op.aliases)
+            for o, c in zip(op.outputs, clone.outputs):
+                self.values.setdefault(id(o), c)
 
     # ---- the sweep
     def build(self) -> GradGraphInfo:
@@ -262,58 +357,77 @@ class _GraphBuilder:
         return info
 
     def _build(self) -> GradGraphInfo:
-        grads: Dict[Tensor, List[Tensor]] = {}
+        grads: Dict[int, List[Tensor]] = {}
         for t in self.provided:
-            gi = graph_input(t.shape, t.dtype, f"Gradient___{t.name.split('/')[-1]}")
+            gi = graph_input(t.shape, t.dtype, f"Gradient___{_base(t)}")
             self.grad_inputs.append(gi)
-            grads.setdefault(t, []).append(gi)
+            grads.setdefault(id(t), []).append(gi)
         needs = _forward_reach(self.fwd._ops, [t for t in self.required if _is_float(t)])
         sweep(self.fwd._ops, grads, needs, self.value_of, self.ad)
         outs = []
-        reach = _backward_reach(self.fwd._ops, self.provided)
+        named: Set[int] = set()
         for t in self.required:
-            parts = grads.get(t)
+            parts = grads.get(id(t))
             if parts:
                 g = _sum_partials(parts, t)
-            elif _is_float(t) and t in reach and t in needs:
+                grads[id(t)] = [g]
+            elif not self.top:
+                continue  # a known-zero gradient of a called graph: left out
+            else:
+                # Reachable (checked up front) but known to be zero (floor ...).
                 from .. import ops
 
-                g = ops.init(t.shape, t.dtype, name=f"Gradient___{t.name.split('/')[-1]}")
-            else:
-                raise popart_exception(
-                    f"[Autodiff] Unable to provide required gradient output for fwd id '{t.id}': "
-                    "no differentiable path connects it to the provided gradients")
+                g = ops.init(t.shape, t.dtype, name=f"Gradient___{_base(t)}")
+            self._name_output(g, t, named)
             graph_output(g)
             outs.append(t)
         if not self.top:
             self._prune_unused_grad_inputs()
         return self._make_info(outs)
 
+    def _name_output(self, g: Tensor, t: Tensor, named: Set[int]) -> None:
+        """Rename a gradient produced in the gradient graph ``Gradient___<t>``
+        (PopXL's naming; parent outputs of a call take these names). Inputs
+        and tensors already named for another output keep their names."""
+        if g.producer is None or id(g) in named or g.graph is not self.bwd:
+            return
+        named.add(id(g))
+        want = f"Gradient___{_base(t)}"
+        if g.name == want:
+            return
+        del self.bwd._tensors[g._id]
+        g._id = self.bwd._create_tensor_id(want)
+        self.bwd._tensors[g._id] = g
+
     def _prune_unused_grad_inputs(self):
         keep = []
         for t, gi in zip(self.provided, self.grad_inputs):
-            if gi._consumers or gi in self.bwd._outputs:
+            if gi._consumers or any(o is gi for o in self.bwd._outputs):
                 keep.append((t, gi))
             else:
-                self.bwd._inputs.remove(gi)
+                self.bwd._tensors.pop(gi.id, None)
         self.provided = [t for t, _ in keep]
         self.grad_inputs = [gi for _, gi in keep]
 
     def _make_info(self, outs: List[Tensor]) -> GradGraphInfo:
         fwd = self.fwd
         fin = {t: i for i, t in enumerate(fwd._inputs)}
-        fout = {t: i for i, t in enumerate(fwd._outputs)}
-        order = list(fwd._tensors.values())
-        created = {t: i for i, t in enumerate(order)}
+        fout = {}
+        for i, t in enumerate(fwd._outputs):
+            fout.setdefault(t, i)
+        created = None
 
         def key(t):
+            nonlocal created
             if t in fin:
                 return (0, fin[t])
             if t in fout:
                 return (1, fout[t])
+            if created is None:
+                created = {x: i for i, x in enumerate(fwd._tensors.values())}
             return (2, created.get(t, 0))
 
-        fwd_conns = sorted(self.fwd_inputs.items(), key=lambda kv: key(kv[0]))
+        fwd_conns = sorted(self.fwd_inputs.values(), key=lambda tv: key(tv[0]))
         self.bwd._inputs = list(self.grad_inputs) + [v for _, v in fwd_conns]
         ins = [ExpectedConnection._create(t, ExpectedConnectionType.FwdGrad) for t in self.provided]
         ins += [ExpectedConnection._create(t, ExpectedConnectionType.Fwd) for t, _ in fwd_conns]
@@ -321,61 +435,84 @@ class _GraphBuilder:
         return GradGraphInfo._create(self.bwd, fwd, ins, eouts)
 
 
+def _base_op(op: Op) -> str:
+    return op.name.split("/")[-1]
+
+
 def _sum_partials(parts: List[Tensor], t: Tensor) -> Tensor:
     if len(parts) == 1:
         return parts[0]
     from ..ops.sum_n import sum_n
 
-    base = t.name.split("/")[-1]
+    base = _base(t)
     return sum_n(parts, name=f"GradSum_{base}", out_name=f"Gradient___{base}")
 
 
-def _forward_reach(ops: Sequence[Op], sources: Iterable[Tensor]) -> Set[Tensor]:
-    """Float tensors reachable from ``sources`` through differentiable edges."""
-    reach = set(sources)
+def _forward_reach(ops: Sequence[Op], sources: Iterable[Tensor]) -> Set[int]:
+    """``id`` of every float tensor reachable from ``sources`` through
+    differentiable edges."""
+    reach = {id(t) for t in sources}
+    nondiff = _grad.nondiff_inputs
     for op in ops:
-        nd = _grad.nondiff_inputs(op.type)
-        if any(x is not None and x in reach and i not in nd for i, x in enumerate(op.inputs)):
+        nd = nondiff(op.type)
+        if any(x is not None and id(x) in reach and i not in nd for i, x in enumerate(op.inputs)):
             for o in op.outputs:
                 if _is_float(o):
-                    reach.add(o)
+                    reach.add(id(o))
     return reach
 
 
-def _backward_reach(ops: Sequence[Op], sinks: Iterable[Tensor]) -> Set[Tensor]:
-    """Tensors from which a sink is reachable through differentiable edges."""
-    reach = set(sinks)
+def _backward_reach(ops: Sequence[Op], sinks: Iterable[Tensor]) -> Set[int]:
+    """``id`` of every tensor from which a sink is reachable through
+    differentiable edges (float tensors, plus the sinks)."""
+    reach = {id(t) for t in sinks}
+    nondiff = _grad.nondiff_inputs
     for op in reversed(ops):
-        if any(o in reach for o in op.outputs):
-            nd = _grad.nondiff_inputs(op.type)
+        if any(id(o) in reach for o in op.outputs):
+            nd = nondiff(op.type)
             for i, x in enumerate(op.inputs):
                 if x is not None and i not in nd and _is_float(x):
-                    reach.add(x)
+                    reach.add(id(x))
     return reach
 
 
-def sweep(ops: Sequence[Op], grads: Dict[Tensor, List[Tensor]], needs: Set[Tensor],
+def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
           value_of, ad: "_Autodiff") -> None:
     """One reverse pass over ``ops``: turns the partial gradients in
-    ``grads`` (of op outputs) into partial gradients of op inputs that are in
-    ``needs``. Ops whose outputs carry no gradient emit nothing."""
+    ``grads`` (keyed by ``id`` of op outputs) into partial gradients of the op
+    inputs whose ``id`` is in ``needs``. Ops whose outputs carry no gradient
+    emit nothing."""
+    cur = get_current_context().graph
     for op in reversed(ops):
-        if not any(o in grads for o in op.outputs):
+        if not any(id(o) in grads for o in op.outputs):
             continue
-        need = [x is not None and x in needs and _is_float(x) for x in op.inputs]
+        need = [x is not None and id(x) in needs and _is_float(x) for x in op.inputs]
         if not any(need):
             continue
-        out_grads = [(_sum_partials(grads[o], o) if o in grads else None) for o in op.outputs]
-        for o, g in zip(op.outputs, out_grads):
-            if g is not None:
-                grads[o] = [g]
         rule = _grad.get_grad_rule(op.type)
-        if rule is not None:
+        if rule is not None and rule.nondiff:
             need = [n and i not in rule.nondiff for i, n in enumerate(need)]
             if not any(need):
                 continue
+        out_grads = []
+        for o in op.outputs:
+            parts = grads.get(id(o))
+            if parts is None:
+                out_grads.append(None)
+            else:
+                g = _sum_partials(parts, o)
+                grads[id(o)] = [g]
+                out_grads.append(g)
+        if op.type in _grad.STASH_OUTPUTS:
+            for o in op.outputs:  # PopXL-compatible stitching (see grad.STASH_OUTPUTS)
+                value_of(o)
+        if rule is not None:
             ctx = _grad.GradContext(op, out_grads, need, value_of, ad)
-            in_grads = list(rule.build(ctx))
+            in_grads = rule.build(ctx)
+            if not isinstance(in_grads, (list, tuple)):
+                raise popart_exception(
+                    f"autodiff: the gradient rule of {op.type} ({op.name!r}) must return a list "
+                    f"with one entry per input, got {type(in_grads).__name__}")
         else:
             decomp = _grad.get_decomposition(op.type)
             if decomp is None:
@@ -388,25 +525,35 @@ def sweep(ops: Sequence[Op], grads: Dict[Tensor, List[Tensor]], needs: Set[Tenso
             in_grads = _grad_through_decomposition(op, decomp, out_grads, need, value_of, ad)
         if len(in_grads) != len(op.inputs):
             raise popart_exception(
-                f"autodiff: the gradient rule of {op.type} returned {len(in_grads)} gradients "
-                f"for {len(op.inputs)} inputs")
-        for i, (x, gx) in enumerate(zip(op.inputs, in_grads)):
+                f"autodiff: the gradient rule of {op.type} ({op.name!r}) returned "
+                f"{len(in_grads)} gradients for {len(op.inputs)} inputs")
+        for i, gx in enumerate(in_grads):
             if gx is None or not need[i]:
                 continue
-            if gx.shape != x.shape or gx.dtype != x.dtype:
+            x = op.inputs[i]
+            if not isinstance(gx, Tensor) or gx._graph is not cur:
+                raise popart_exception(
+                    f"autodiff: the gradient rule of {op.type} ({op.name!r}) returned "
+                    f"{gx!r} for input {i}; expected a Tensor of the gradient graph "
+                    f"{cur.name!r} or None")
+            if gx._shape != x._shape or gx._dtype != x._dtype:
                 raise popart_exception(
                     f"autodiff: the gradient rule of {op.type} ({op.name!r}) gave a gradient of "
                     f"{gx.dtype.name}{gx.shape} for input {i} {x.id!r} of "
                     f"{x.dtype.name}{x.shape}")
-            grads.setdefault(x, []).append(gx)
+            lst = grads.get(id(x))
+            if lst is None:
+                grads[id(x)] = [gx]
+            else:
+                lst.append(gx)
 
 
 def _grad_through_decomposition(op: Op, decomp, out_grads, need, value_of, ad) -> List[Optional[Tensor]]:
     """Build the op's decomposition from its forward values in the gradient
     graph and differentiate those ops locally."""
     g = get_current_context().graph
-    start = len(g._ops)
     ins = [None if x is None else value_of(x) for x in op.inputs]
+    start = len(g._ops)
     outs = decomp(op, *ins)
     if isinstance(outs, Tensor):
         outs = [outs]
@@ -416,24 +563,37 @@ def _grad_through_decomposition(op: Op, decomp, out_grads, need, value_of, ad) -
             f"autodiff: the decomposition of {op.type} returned {len(outs)} outputs, expected "
             f"{len(op.outputs)}")
     new_ops = g._ops[start:]
-    local: Dict[Tensor, List[Tensor]] = {}
+    local: Dict[int, List[Tensor]] = {}
     for o, gr in zip(outs, out_grads):
         if gr is not None:
-            local.setdefault(o, []).append(gr)
+            local.setdefault(id(o), []).append(gr)
     wanted = [t for t, n in zip(ins, need) if n and t is not None]
     sweep(new_ops, local, _forward_reach(new_ops, wanted), lambda t: t, ad)
-    result = []
+    result: List[Optional[Tensor]] = []
+    given: Set[int] = set()
     for t, n in zip(ins, need):
-        parts = local.get(t) if (n and t is not None) else None
-        result.append(_sum_partials(parts, t) if parts else None)
+        parts = local.get(id(t)) if (n and t is not None) else None
+        # The same value at several inputs (op(x, x)): its local gradient
+        # already sums every use, so it is given to the first input only.
+        if parts and id(t) not in given:
+            given.add(id(t))
+            result.append(_sum_partials(parts, t))
+        else:
+            result.append(None)
     return result
 
 
 class _Autodiff:
-    def __init__(self, infos: Dict[Graph, GradGraphInfo]):
+    """State of one ``autodiff`` call: gradient infos by forward graph, and a
+    journal of what was created or stitched (undone if the call fails)."""
+
+    def __init__(self, ir, infos: Dict[Graph, GradGraphInfo]):
+        self.ir = ir
         self.infos = infos
         self.touched: Dict[Graph, GradGraphInfo] = dict(infos)
         self.active: Set[str] = set()
+        self.created: List[Graph] = []
+        self.stitches: List[Tuple[Graph, int, List[Tuple[Op, int]]]] = []
 
     def subgraph_info(self, graph: Graph) -> GradGraphInfo:
         info = self.infos.get(graph)
@@ -445,15 +605,14 @@ class _Autodiff:
                 "gradient graph via called_graphs_grad_info")
         required = [t for t in graph._inputs if _is_float(t)]
         reach = _backward_reach(graph._ops, graph._outputs)
-        required = [t for t in required if t in reach]
-        info = self.differentiate(graph, list(graph._outputs), required, top=False)
-        return info
+        required = [t for t in required if id(t) in reach]
+        provided = [t for t in graph._outputs if _is_float(t)]
+        return self.differentiate(graph, provided, required, top=False)
 
     def differentiate(self, graph: Graph, provided: List[Tensor], required: List[Tensor],
                       top: bool) -> GradGraphInfo:
         if graph.name in self.active:
             raise popart_exception(f"autodiff: graph {graph.id} calls itself")
-        _check_no_modifying_ops(graph)
         self.active.add(graph.name)
         try:
             info = _GraphBuilder(self, graph, provided, required, top).build()
@@ -462,6 +621,25 @@ class _Autodiff:
         self.infos[graph] = info
         self.touched[graph] = info
         return info
+
+    def rollback(self) -> None:
+        """Undo a failed call: drop the gradient graphs it created (and their
+        registrations as call sites) and the outputs it stitched."""
+        dead = {g.name for g in self.created}
+        for g in self.created:
+            self.ir._graphs.pop(g.name, None)
+            for op in g._ops:
+                for c in op.called_graphs:
+                    c._call_sites = [s for s in c._call_sites if s is not op]
+        for fwd, n_out, sites in reversed(self.stitches):
+            del fwd._outputs[n_out:]
+            for op, n in sites:
+                for o in op.outputs[n:]:
+                    op.graph._tensors.pop(o.id, None)
+                del op.outputs[n:]
+        for g in list(self.touched):
+            if self.touched[g].graph.name in dead:
+                del self.touched[g]
 
 
 def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
@@ -473,13 +651,18 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
 
     Args:
         graph: the forward graph (normally a subgraph).
-        grads_provided: forward outputs whose gradients the gradient graph
-            takes as its first inputs (default: all outputs, in order).
-        grads_required: forward tensors whose gradients it outputs, in order
-            (default: all inputs).
-        called_graphs_grad_info: gradient graphs to reuse for called graphs.
+        grads_provided: forward tensors (normally outputs) whose gradients the
+            gradient graph takes as its first inputs, in this order
+            (default: all outputs, in order).
+        grads_required: forward tensors whose gradients it outputs, in this
+            order (default: all inputs).
+        called_graphs_grad_info: gradient graphs to reuse for called graphs
+            (for example the result of an earlier ``return_all_grad_graphs``).
         return_all_grad_graphs: return ``{forward graph: GradGraphInfo}`` for
             every graph differentiated or reused, instead of ``graph``'s info.
+
+    Returns:
+        The :class:`GradGraphInfo` of ``graph`` (or the dict, see above).
     """
     if not isinstance(graph, Graph):
         raise TypeError(f"autodiff expects a Graph, got {type(graph).__name__}")
@@ -498,12 +681,33 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
         if not _is_float(t):
             raise popart_exception(
                 f"autodiff: cannot provide a gradient for {t.id!r} of dtype {t.dtype.name}")
-    infos = dict(called_graphs_grad_info or {})
-    ad = _Autodiff(infos)
+    infos: Dict[Graph, GradGraphInfo] = {}
+    for k, v in dict(called_graphs_grad_info or {}).items():
+        if not isinstance(k, Graph) or not isinstance(v, GradGraphInfo):
+            raise TypeError("autodiff: called_graphs_grad_info must map Graph to GradGraphInfo, "
+                            f"got {type(k).__name__} -> {type(v).__name__}")
+        infos[k] = v
     if graph in infos:
         info = infos[graph]
-    else:
+        return dict(infos) if return_all_grad_graphs else info
+    _check_no_modifying_ops(graph, infos)
+    # A required gradient must have a differentiable path from a provided one.
+    reach = _backward_reach(graph._ops, provided)
+    for t in required:
+        if not _is_float(t):
+            raise popart_exception(
+                f"[Autodiff] Unable to provide required gradient output for fwd id '{t.id}': "
+                f"its dtype {t.dtype.name} carries no gradient")
+        if id(t) not in reach:
+            raise popart_exception(
+                f"[Autodiff] Unable to provide required gradient output for fwd id '{t.id}': no "
+                "differentiable path connects it to the provided gradients")
+    ad = _Autodiff(graph.ir, infos)
+    try:
         info = ad.differentiate(graph, provided, required, top=True)
+    except BaseException:
+        ad.rollback()
+        raise
     if return_all_grad_graphs:
         return dict(ad.touched)
     return info

@@ -1,0 +1,65 @@
+// Branch-free float32 exp and tanh that compilers vectorise (Cephes
+// polynomials: relative error within ~2 ulp over the whole range, with
+// exact handling of +-inf and NaN). std::exp / std::tanh are scalar library
+// calls, an order of magnitude slower in a loop.
+//
+// Everything is written as arithmetic and min/max/selects on floats so that
+// the loops calling these stay free of control flow and vectorise.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ipuxl {
+namespace fastmath {
+
+inline float as_float(int32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// e^x. Overflows to +inf above ~88.72, underflows to 0 below ~-87.3 (the
+// subnormal range is flushed, as on the IPU).
+inline float exp(float x) {
+  const float hi = 88.7228391f, lo = -87.3365448f;
+  // Clamp with plain compares (std::fmin is a call); NaN passes through
+  // every step below and comes out as NaN.
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts.
+  const float magic = 12582912.0f;
+  float fn = (xc * 1.44269504088896341f + magic) - magic;
+  float r = xc - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  float r2 = r * r;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r2 + r + 1.0f;
+  // 2^n as two factors so that n = 128 and n = -126 stay representable.
+  int32_t n = (int32_t)fn;
+  int32_t n1 = n >> 1, n2 = n - n1;
+  float y = p * as_float((n1 + 127) << 23) * as_float((n2 + 127) << 23);
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return y;
+}
+
+// tanh(x): odd polynomial for |x| < 0.625, 1 - 2 / (e^{2|x|} + 1) beyond.
+inline float tanh(float x) {
+  float ax = std::fabs(x);
+  float s = x * x;
+  float small = ((((-5.70498872745E-3f * s + 2.06390887954E-2f) * s - 5.37397155531E-2f) * s +
+                  1.33314422036E-1f) * s - 3.33332819422E-1f) * s * x + x;
+  float e = fastmath::exp(2.0f * (ax > 44.0f ? 44.0f : ax));  // NaN stays NaN
+  float big = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
+  return ax < 0.625f ? small : big;
+}
+
+}  // namespace fastmath
+}  // namespace ipuxl

@@ -1,0 +1,39 @@
+"""ipuxl.addons: the ``popxl_addons`` API on ipuxl.
+
+``import popxl_addons as addons`` (after ``ipuxl.compat.install()``) gives
+this package. Every module declares ``__all__``; the top-level namespace
+exports what popxl_addons' star imports make available and that ipuxl
+implements, and binds the submodules (``addons.module``, ``addons.ops``,
+``addons.transforms`` ...). ``layers`` and ``optimizers`` are imported
+explicitly by users, as in popxl_addons. Importing needs only numpy and the
+ipuxl core (no compilation, no MPI, no git).
+"""
+from . import dot_tree, named_tensors, named_replica_grouping, utils  # noqa: F401
+from . import variable_factory, graph, graph_cache, module  # noqa: F401
+from . import ops, transforms  # noqa: F401  (explicit: addons.ops is this subpackage)
+from .dot_tree import DotTree, sanitise, to_mapping
+from .graph import BoundGraph, GraphWithNamedArgs
+from .graph_cache import (GraphCache, argument_hash, bound_arguments, function,
+                          get_function_hash, named_tensors_function, tensor_hash)
+from .module import Module, NameScopeMeta, create_grad_graph_info
+from .named_replica_grouping import NamedReplicaGrouping
+from .named_tensors import NamedTensorData, NamedTensors, TensorMap, print_named_tensors
+from .ops import cross_entropy, cross_entropy_with_grad, host_load, host_store
+from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
+from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
+    suffix_graph_name, timer
+from .variable_factory import (NamedVariableFactories, VariableFactory,
+                               add_replica_sharded_variable_input, add_variable_input)
+
+GIT_COMMIT = None  # popxl_addons records its git commit here; ipuxl does not
+
+__all__ = [
+    "DotTree", "sanitise", "to_mapping", "BoundGraph", "GraphWithNamedArgs", "GraphCache",
+    "argument_hash", "bound_arguments", "function", "get_function_hash", "named_tensors_function",
+    "tensor_hash", "Module", "NameScopeMeta", "create_grad_graph_info", "NamedReplicaGrouping",
+    "NamedTensorData", "NamedTensors", "TensorMap", "print_named_tensors", "cross_entropy",
+    "cross_entropy_with_grad", "host_load", "host_store", "autodiff", "autodiff_with_accumulation",
+    "remap_grad_info", "OrderedDict", "WeightsDict", "duplicate_items", "null_context", "overrides",
+    "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
+    "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT",
+]

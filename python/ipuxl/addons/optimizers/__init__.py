@@ -1,0 +1,5 @@
+"""Optimiser modules (``popxl_addons.optimizers``)."""
+from .adam import AdamOptimizerStep
+from .sgd import SGDOptimizerStep
+
+__all__ = ["AdamOptimizerStep", "SGDOptimizerStep"]
