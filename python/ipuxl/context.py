@@ -55,6 +55,16 @@ class Context:
         return self._graphs.pop()
 
     @property
+    def ipu_id(self) -> int:
+        """The virtual IPU new ops are placed on."""
+        return self._ipu_id
+
+    @property
+    def io_tile_set(self) -> bool:
+        """Whether new ops are placed on the IO tiles."""
+        return self._io_tile_set
+
+    @property
     def in_sequence(self) -> Optional[bool]:
         return self._in_sequence
 

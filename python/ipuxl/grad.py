@@ -84,7 +84,7 @@ def get_decomposition(op_type: str) -> Optional[Callable]:
 
 
 def nondiff_inputs(op_type: str) -> FrozenSet[int]:
-    r = _RULES.get(op_type)
+    r = get_grad_rule(op_type)
     return r.nondiff if r is not None else frozenset()
 
 
@@ -102,6 +102,11 @@ def force_decomposition(*op_types: str):
     """Within the block, autodiff ignores the rules of ``op_types`` that have
     a decomposition and differentiates the decomposition (for testing that
     both paths agree)."""
+    missing = [t for t in op_types if t not in _DECOMPOSITIONS]
+    if missing:
+        raise ValueError(
+            f"force_decomposition: {', '.join(missing)} has no registered decomposition, so its "
+            "rule would be used anyway")
     _FORCED.append(frozenset(op_types))
     try:
         yield

@@ -126,6 +126,22 @@ class Graph:
         print(text)
         return text
 
+    # ---- PopART-style access used by PopXL programs and tests
+    @property
+    def _pb_graph(self) -> "Graph":
+        """PopXL programs reach PopART's graph through ``_pb_graph``; the
+        methods they use are provided by Graph itself."""
+        return self
+
+    def setCanBeRecursivelyAutodiffed(self, flag: bool) -> None:  # noqa: N802 - PopART name
+        """Whether autodiff may differentiate this graph when it reaches it
+        through a call (otherwise its gradient must be supplied through
+        ``called_graphs_grad_info``)."""
+        self._can_be_recursively_autodiffed = bool(flag)
+
+    def canBeRecursivelyAutodiffed(self) -> bool:  # noqa: N802
+        return getattr(self, "_can_be_recursively_autodiffed", True)
+
     # ---- context manager
     def __enter__(self) -> "Graph":
         get_current_context().push_graph(self)

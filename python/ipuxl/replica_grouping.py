@@ -69,4 +69,5 @@ class ReplicaGrouping:
 
     def __repr__(self):
         return (f"ReplicaGrouping(num_replicas={self._ir.replication_factor}, "
-                f"stride={self._stride}, group_size={self._group_size})")
+                f"stride={self._stride}, group_size={self._group_size}, "
+                f"num_groups={self.num_groups})")

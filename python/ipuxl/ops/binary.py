@@ -107,5 +107,6 @@ def _div_grad(ctx):
     g = ctx.g()
     b = ctx.x(1)
     da = ctx.unbroadcast(g / b, 0) if ctx.needs(0) else None
-    db = ctx.unbroadcast(-(g * ctx.x(0)) / (b * b), 1) if ctx.needs(1) else None
+    # d(a/b)/db = -y/b; this form cannot overflow where b*b would (float16).
+    db = ctx.unbroadcast(-(g * ctx.y()) / b, 1) if ctx.needs(1) else None
     return [da, db]

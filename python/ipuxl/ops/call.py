@@ -217,18 +217,21 @@ def _call_grad(ctx):
     info = ctx.subgraph_grad_info(sub)
     from ..transforms.autodiff import ExpectedConnectionType
 
+    # Index maps by identity: list.index would compare tensors one by one.
+    in_idx = {id(t): i for i, t in enumerate(sub._inputs)}
+    out_idx = {id(t): i for i, t in enumerate(sub._outputs)}
     args = []
     for ec in info.expected_inputs:
         t = ec.fwd_tensor
         if ec.connection_type == ExpectedConnectionType.FwdGrad:
-            args.append(ctx.g_or_zeros(sub._outputs.index(t)))
-        elif t in sub._inputs:
-            args.append(ctx.x(sub._inputs.index(t)))
+            args.append(ctx.g_or_zeros(out_idx[id(t)]))
+        elif id(t) in in_idx:
+            args.append(ctx.x(in_idx[id(t)]))
         else:
-            args.append(ctx.y(sub._outputs.index(t)))
+            args.append(ctx.y(out_idx[id(t)]))
     outs = call(info.graph, *args) if info.expected_outputs else ()
     result = [None] * len(op.inputs)
     for ec, g in zip(info.expected_outputs, outs):
-        i = sub._inputs.index(ec.fwd_tensor)
+        i = in_idx[id(ec.fwd_tensor)]
         result[i] = g if ctx.needs(i) else None
     return result
