@@ -110,3 +110,28 @@ def test_core_unknown_op_type_is_not_implemented():
     d.add_op(g, "NoSuchOp", "x", [], [a], {}, [], [])
     with pytest.raises(NotImplementedError, match="NoSuchOp"):
         core.Engine(d, g)
+
+
+def test_remote_code_load_records_and_runs():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32(2.0), name="x")
+
+        def double(t):
+            return t + t
+
+        g = ir.create_graph(double, x.spec)
+        with popxl.in_sequence():
+            ops.remote_code_load(g, destination="executable")
+            (y,) = ops.call(g, x)
+        s = popxl.d2h_stream(y.shape, y.dtype)
+        ops.host_store(s, y)
+        with pytest.raises(NotImplementedError, match="compute_buffer"):
+            ops.remote_code_load(g, destination="compute_buffer")
+        with pytest.raises(ValueError, match="destination"):
+            ops.remote_code_load(g, destination="nowhere")
+        with pytest.raises(TypeError, match="Graph"):
+            ops.remote_code_load(x, destination="executable")
+    assert [op.type for op in ir.main_graph.ops][:2] == ["RemoteCodeLoad", "Call"]
+    with popxl.Session(ir, "ipu_model") as sess:
+        assert float(sess.run()[s]) == 4.0

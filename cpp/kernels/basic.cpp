@@ -37,8 +37,15 @@ std::unique_ptr<Kernel> alias_factory(const OpDesc& d) {
   return make_kernel([](RunContext&) {});
 }
 
+// Code is always resident in the simulator: loading it is a no-op.
+std::unique_ptr<Kernel> code_load_factory(const OpDesc& d) {
+  d.expect_arity(0, 0);
+  return make_kernel([](RunContext&) {});
+}
+
 }  // namespace
 
+IPUXL_REGISTER_KERNEL("RemoteCodeLoad", code_load_factory);
 IPUXL_REGISTER_KERNEL("Init", init_factory);
 IPUXL_REGISTER_KERNEL("Identity", identity_factory);
 IPUXL_REGISTER_KERNEL("Reshape", identity_factory);

@@ -8,6 +8,7 @@ from .argminmax import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
 from .call import *  # noqa: F401,F403
 from .cast import *  # noqa: F401,F403
+from .code_load import *  # noqa: F401,F403
 from .conditional import *  # noqa: F401,F403
 from .cumsum import *  # noqa: F401,F403
 from .gather import *  # noqa: F401,F403
