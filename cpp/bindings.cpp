@@ -179,4 +179,48 @@ PYBIND11_MODULE(_core, m) {
   m.def("num_threads", &num_threads, "Threads the core's kernels use.");
   m.def("set_num_threads", &set_num_threads, "Set the threads the core's kernels use.");
   m.def("has_blas", []() { return blas::sgemm_ptr() != nullptr; });
+  // Test/benchmark hook for the float32 GEMM: C = alpha * op(A) @ op(B) +
+  // beta * C on numpy float32 matrices whose rows may be padded (strided
+  // views), in place on C. impl: 0 auto, 1 core kernel, 2 installed BLAS,
+  // 3 core kernel with B pre-packed once; repeat: back-to-back calls.
+  m.def(
+      "_test_sgemm",
+      [](bool ta, bool tb, float alpha, const py::array& A, const py::array& B, float beta,
+         py::array& C, int impl, int64_t repeat) {
+        auto view = [](const py::array& a, const char* name, bool writable, int64_t& rows,
+                       int64_t& cols, int64_t& ld) {
+          if (!a.dtype().is(py::dtype::of<float>()) || a.ndim() != 2)
+            throw Error(std::string("_test_sgemm: ") + name + " must be a 2-D float32 array");
+          if (writable && !a.writeable())
+            throw Error(std::string("_test_sgemm: ") + name + " is read-only");
+          rows = a.shape(0);
+          cols = a.shape(1);
+          const int64_t cs = a.strides(1), rs = a.strides(0);
+          if (rows * cols == 0) {
+            ld = std::max<int64_t>(cols, 1);
+            return;
+          }
+          if ((cols > 1 && cs != (int64_t)sizeof(float)) || rs % (int64_t)sizeof(float) != 0 ||
+              (rows > 1 && rs / (int64_t)sizeof(float) < cols))
+            throw Error(std::string("_test_sgemm: ") + name +
+                        " must have unit column stride and non-overlapping rows");
+          ld = rows > 1 ? rs / (int64_t)sizeof(float) : std::max<int64_t>(cols, 1);
+        };
+        int64_t ar, ac, lda, br, bc, ldb, cr, cc, ldc;
+        view(A, "A", false, ar, ac, lda);
+        view(B, "B", false, br, bc, ldb);
+        view(C, "C", true, cr, cc, ldc);
+        const int64_t M = ta ? ac : ar, K = ta ? ar : ac;
+        const int64_t Kb = tb ? bc : br, N = tb ? br : bc;
+        if (K != Kb || cr != M || cc != N)
+          throw Error("_test_sgemm: shapes of op(A), op(B) and C do not match");
+        if (repeat < 1) throw Error("_test_sgemm: repeat must be >= 1");
+        const float* pa = static_cast<const float*>(A.data());
+        const float* pb = static_cast<const float*>(B.data());
+        float* pc = static_cast<float*>(C.mutable_data());
+        py::gil_scoped_release release;
+        blas::test_sgemm(impl, repeat, ta, tb, M, N, K, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+      },
+      py::arg("ta"), py::arg("tb"), py::arg("alpha"), py::arg("A"), py::arg("B"),
+      py::arg("beta"), py::arg("C"), py::arg("impl") = 0, py::arg("repeat") = 1);
 }

@@ -1,8 +1,9 @@
 #include "blas.hpp"
 
 #include <algorithm>
-#include <vector>
+#include <stdexcept>
 
+#include "gemm.hpp"
 #include "parallel.hpp"
 
 namespace ipuxl {
@@ -15,58 +16,22 @@ using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int
 sgemm_fn g_sgemm = nullptr;
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
-// Blocked fallback: packs nothing, but keeps the inner loop unit-stride.
-void sgemm_fallback(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc) {
-  std::vector<float> brow((size_t)N);
-  for (int64_t i = 0; i < M; ++i) {
-    float* c = C + i * ldc;
-    if (beta == 0.0f) {
-      for (int64_t j = 0; j < N; ++j) c[j] = 0.0f;
-    } else if (beta != 1.0f) {
-      for (int64_t j = 0; j < N; ++j) c[j] *= beta;
-    }
-    for (int64_t k = 0; k < K; ++k) {
-      float a = alpha * (ta ? A[k * lda + i] : A[i * lda + k]);
-      if (a == 0.0f) continue;
-      if (!tb) {
-        const float* b = B + k * ldb;
-        for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
-      } else {
-        for (int64_t j = 0; j < N; ++j) c[j] += a * B[j * ldb + k];
-      }
-    }
-  }
-}
-}  // namespace
-
-void set_sgemm(void* fn) { g_sgemm = reinterpret_cast<sgemm_fn>(fn); }
-void* sgemm_ptr() { return reinterpret_cast<void*>(g_sgemm); }
-
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-    return;
-  }
+bool fits_int32(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
   const int64_t lim = 0x7fffffff;
-  const bool use_blas =
-      g_sgemm && M < lim && N < lim && K < lim && lda < lim && ldb < lim && ldc < lim;
-  // The BLAS runs single-threaded (set at import); large products are split
-  // into column blocks (row blocks when N is narrow) over the core's pool, so
-  // one set of threads serves every kernel and none oversubscribe the cores.
+  return M < lim && N < lim && K < lim && lda < lim && ldb < lim && ldc < lim;
+}
+
+// The installed BLAS runs single-threaded (set at import); large products
+// are split into column blocks (row blocks when N is narrow) over the core's
+// pool, so one set of threads serves every kernel.
+void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const float* a = ta ? A + i0 : A + i0 * lda;
     const float* b = tb ? B + j0 * ldb : B + j0;
     float* c = C + i0 * ldc + j0;
-    if (use_blas)
-      g_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, (int)(i1 - i0),
-              (int)(j1 - j0), (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-    else
-      sgemm_fallback(ta, tb, i1 - i0, j1 - j0, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    g_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, (int)(i1 - i0),
+            (int)(j1 - j0), (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
   };
   const double flops = 2.0 * (double)M * (double)N * (double)K;
   const int threads = num_threads();
@@ -83,6 +48,44 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
   } else {
     parallel_for(M, 1, [&](int64_t i0, int64_t i1) { block(i0, i1, 0, N); });
   }
+}
+}  // namespace
+
+void set_sgemm(void* fn) { g_sgemm = reinterpret_cast<sgemm_fn>(fn); }
+void* sgemm_ptr() { return reinterpret_cast<void*>(g_sgemm); }
+
+void sgemm_with(SgemmImpl impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  bool use_blas = g_sgemm && K > 0 && fits_int32(M, N, K, lda, ldb, ldc);
+  if (impl == SgemmImpl::Core) use_blas = false;
+  // Auto: the core's kernel wherever it has SIMD (it beats single-threaded
+  // OpenBLAS per core on every measured shape, see bench/gemm.py); the BLAS
+  // only when the core was built without a SIMD micro-kernel.
+  if (impl == SgemmImpl::Auto && gemm::has_kernel()) use_blas = false;
+  if (use_blas)
+    sgemm_blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    gemm::sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  sgemm_with(SgemmImpl::Auto, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void test_sgemm(int impl, int64_t repeat, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                float beta, float* C, int64_t ldc) {
+  if (impl < 0 || impl > 3) throw std::invalid_argument("test_sgemm: impl must be 0..3");
+  if (impl == 3) {
+    gemm::PackedB pb(tb, K, N, B, ldb);
+    for (int64_t r = 0; r < repeat; ++r) gemm::sgemm_packed(ta, M, alpha, A, lda, pb, beta, C, ldc);
+    return;
+  }
+  for (int64_t r = 0; r < repeat; ++r)
+    sgemm_with((SgemmImpl)impl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace blas

@@ -1,5 +1,7 @@
-// GEMM: an optimised BLAS installed at import time (scipy-openblas32's
-// cblas_sgemm, looked up by the Python package), with a portable fallback.
+// GEMM entry point of the core. float32 products run on the core's own
+// packed SIMD GEMM (gemm.hpp) or on an optimised BLAS installed at import
+// time (scipy-openblas32's cblas_sgemm, looked up by the Python package),
+// whichever is faster for the shape; a portable loop nest is the last resort.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,22 @@ void* sgemm_ptr();
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc);
+
+// Which implementation sgemm uses: Auto picks per shape; Core forces the
+// core's GEMM, Blas the installed BLAS (Core when none is installed).
+// For tests and benchmarks.
+enum class SgemmImpl { Auto = 0, Core = 1, Blas = 2 };
+void sgemm_with(SgemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                float beta, float* C, int64_t ldc);
+
+// Runs sgemm_with(impl, ...) `repeat` times back to back (for benchmarks
+// without interpreter overhead). impl 3: the core's GEMM with op(B) packed
+// once before the repetitions (gemm::PackedB), so it times what a caller
+// holding pre-packed weights pays per product.
+void test_sgemm(int impl, int64_t repeat, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Generic fallback for any arithmetic type T (double, integers; float16 is
 // widened to float by the caller). Accumulates in Acc.

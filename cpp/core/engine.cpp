@@ -126,19 +126,47 @@ struct Execute : Prog {
   void count(std::map<std::string, int64_t>& c) const override { c["Execute"]++; }
 };
 
+// Copies read the tensors' storage pointers when they run: call sites may
+// rebind a called graph's inputs and outputs to the caller's buffers.
 struct Copy : Prog {
-  const uint8_t* src;
-  uint8_t* dst;
+  const TensorRef* src;
+  const TensorRef* dst;
   size_t bytes;
   std::string label;
   void run(Exec&) override {
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (bytes && src->data != dst->data) std::memcpy(dst->data, src->data, bytes);
   }
   void describe(std::ostream& os, int indent) const override {
     pad(os, indent);
     os << "Copy(" << label << ")\n";
   }
   void count(std::map<std::string, int64_t>& c) const override { c["Copy"]++; }
+};
+
+// Points the storage of a called graph's inputs/outputs (and every tensor
+// aliasing them) at the caller's tensors, or back at their own buffers.
+// Reading a caller tensor in place replaces a copy in and writing a caller
+// tensor in place replaces a copy out.
+struct Bind : Prog {
+  struct Item {
+    std::vector<TensorRef*> group;  // the called graph's tensors sharing one storage
+    const TensorRef* to = nullptr;  // caller tensor, or nullptr for the home buffer
+    uint8_t* home = nullptr;
+  };
+  std::vector<Item> items;
+  int64_t rebound = 0;
+  void run(Exec&) override {
+    for (auto& it : items) {
+      uint8_t* p = it.to ? it.to->data : it.home;
+      for (auto* r : it.group) r->data = p;
+    }
+  }
+  void describe(std::ostream& os, int indent) const override {
+    if (!rebound) return;
+    pad(os, indent);
+    os << "Bind(" << rebound << " caller tensors used in place)\n";
+  }
+  void count(std::map<std::string, int64_t>& c) const override { c["ElidedCopy"] += rebound; }
 };
 
 struct CallFn : Prog {
@@ -288,6 +316,12 @@ void Engine::allocate() {
   for (size_t i = 0; i < ts.size(); ++i) refs_[i].data = arena_.get() + offset[root_[i]];
   for (size_t i = 0; i < ts.size(); ++i)
     if (!ts[i].data.empty()) std::memcpy(refs_[i].data, ts[i].data.data(), ts[i].data.size());
+  members_.assign(ts.size(), {});
+  home_.assign(ts.size(), nullptr);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    members_[root_[i]].push_back((int)i);
+    home_[root_[i]] = refs_[root_[i]].data;
+  }
 }
 
 namespace {
@@ -374,15 +408,101 @@ size_t Engine::plan_memory(std::vector<size_t>& offset) {
 std::unique_ptr<Prog> Engine::copy(int src, int dst) const {
   auto c = std::make_unique<Copy>();
   const auto& s = refs_[src];
-  auto& d = refs_[dst];
+  const auto& d = refs_[dst];
   if (s.dtype != d.dtype || s.shape != d.shape)
     throw Error("cannot copy '" + s.name + "' " + dtype_name(s.dtype) + shape_str(s.shape) +
                 " into '" + d.name + "' " + dtype_name(d.dtype) + shape_str(d.shape));
-  c->src = s.data;
-  c->dst = d.data;
+  c->src = &s;
+  c->dst = &d;
   c->bytes = root_[src] == root_[dst] ? 0 : s.nbytes();
   c->label = s.name + " -> " + d.name;
   return c;
+}
+
+const std::set<int>& Engine::written_roots(int graph) {
+  auto it = written_.find(graph);
+  if (it != written_.end()) return it->second;
+  std::set<int> w;
+  for (int op_id : desc_->graphs[graph].ops) {
+    const auto& op = desc_->ops[op_id];
+    // Python passes every op's written inputs as the "modified" attribute.
+    std::vector<int64_t> mods = op.attrs.ints("modified", {});
+    for (int64_t i : mods)
+      if (i >= 0 && i < (int64_t)op.in.size() && op.in[i] >= 0) w.insert(root_[op.in[i]]);
+    // A called graph that writes its inputs writes what the caller passes.
+    for (int cg : op.graphs) {
+      const auto& cw = written_roots(cg);
+      const auto& cgd = desc_->graphs[cg];
+      for (size_t k = 0; k < cgd.inputs.size() && k + (op.type == "If" ? 1 : 0) < op.in.size(); ++k)
+        if (cw.count(root_[cgd.inputs[k]])) {
+          int parent = op.in[k + (op.type == "If" ? 1 : 0)];
+          if (parent >= 0) w.insert(root_[parent]);
+        }
+    }
+  }
+  return written_[graph] = std::move(w);
+}
+
+void Engine::plan_call_binding(const OpRecord& op, int graph, int64_t carried,
+                               std::vector<bool>& in_place_in, std::vector<bool>& in_place_out) {
+  if (!elide_copies_) return;
+  const auto& g = desc_->graphs[graph];
+  const auto& written = written_roots(graph);
+  std::map<int, int> parent_uses;
+  for (int t : op.in) parent_uses[root_[t]]++;
+  std::set<int> input_roots;
+  for (int t : g.inputs) input_roots.insert(root_[t]);
+  for (size_t i = 0; i < op.in.size(); ++i) {
+    if ((int64_t)i < carried) continue;  // loop-carried: the body writes it every iteration
+    int child = g.inputs[i];
+    if (root_[child] != child) continue;
+    bool writes = written.count(child) != 0;
+    // A written input may be the caller's tensor only when the write is
+    // meant to reach the caller (marked modified) and no other input of
+    // this call reads the same tensor.
+    bool modified = false;
+    for (int64_t m : op.attrs.ints("modified", {})) modified = modified || m == (int64_t)i;
+    if (writes && !(modified && parent_uses[root_[op.in[i]]] == 1)) continue;
+    in_place_in[i] = true;
+  }
+  if (op.type != "Call") return;
+  std::set<int> bound_out_roots;
+  for (size_t i = 0; i < op.out.size(); ++i) {
+    int child = g.outputs[i];
+    int r = root_[child];
+    if (input_roots.count(r) || bound_out_roots.count(r)) continue;  // passthrough or repeated
+    if (desc_->tensors[r].kind != TensorKind::Intermediate) continue;  // constants keep their data
+    if (root_[op.out[i]] != op.out[i]) continue;
+    bound_out_roots.insert(r);
+    in_place_out[i] = true;
+  }
+}
+
+std::unique_ptr<Prog> Engine::bind_call(const OpRecord& op, int graph,
+                                        const std::vector<bool>& in_place_in,
+                                        const std::vector<bool>& in_place_out) {
+  const auto& g = desc_->graphs[graph];
+  auto b = std::make_unique<Bind>();
+  std::set<int> done;
+  auto add = [&](int child, const TensorRef* to) {
+    int r = root_[child];
+    if (!done.insert(r).second) return;
+    Bind::Item it;
+    for (int m : members_[r]) it.group.push_back(&refs_[m]);
+    it.to = to;
+    it.home = home_[r];
+    if (to) b->rebound++;
+    b->items.push_back(std::move(it));
+  };
+  // Bound tensors first, so a root shared by an input and an output (never
+  // bound) is restored rather than skipped.
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (i < in_place_in.size() && in_place_in[i]) add(g.inputs[i], &refs_[op.in[op.type == "If" ? i + 1 : i]]);
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (i < in_place_out.size() && in_place_out[i]) add(g.outputs[i], &refs_[op.out[i]]);
+  for (int t : g.inputs) add(t, nullptr);
+  for (int t : g.outputs) add(t, nullptr);
+  return b;
 }
 
 Function* Engine::function_for(int graph) {
@@ -426,13 +546,19 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
       if (t < 0) fail("all inputs of a call must be connected");
     Function* fn = function_for(op.graphs[0]);
     auto seq = std::make_unique<Sequence>();
-    for (size_t i = 0; i < op.in.size(); ++i) seq->body.push_back(copy(op.in[i], g.inputs[i]));
+    const bool is_call = op.type == "Call";
+    const int64_t carried = is_call ? 0 : (int64_t)g.outputs.size();
+    std::vector<bool> in_place_in(op.in.size(), false), in_place_out(op.out.size(), false);
+    plan_call_binding(op, op.graphs[0], carried, in_place_in, in_place_out);
+    seq->body.push_back(bind_call(op, op.graphs[0], in_place_in, in_place_out));
+    for (size_t i = 0; i < op.in.size(); ++i)
+      if (!in_place_in[i]) seq->body.push_back(copy(op.in[i], g.inputs[i]));
     auto call = std::make_unique<CallFn>();
     call->fn = fn;
-    if (op.type == "Call") {
+    if (is_call) {
       seq->body.push_back(std::move(call));
       for (size_t i = 0; i < op.out.size(); ++i)
-        seq->body.push_back(copy(g.outputs[i], op.out[i]));
+        if (!in_place_out[i]) seq->body.push_back(copy(g.outputs[i], op.out[i]));
     } else {
       int64_t n = op.attrs.i("repeat_count");
       if (n < 0) fail("repeat_count must be >= 0");
@@ -514,6 +640,8 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
         fail("branch graph '" + g.name + "' has " + std::to_string(g.outputs.size()) +
              " outputs, expected " + std::to_string(op.out.size()));
       auto seq = std::make_unique<Sequence>();
+      seq->body.push_back(bind_call(op, gid, std::vector<bool>(g.inputs.size(), false),
+                                    std::vector<bool>(g.outputs.size(), false)));
       for (size_t i = 0; i < in_idx.size(); ++i) {
         int64_t k = in_idx[i];
         if (k < 1 || k >= (int64_t)op.in.size() || op.in[k] < 0) fail("bad branch input index");

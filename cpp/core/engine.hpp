@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,15 @@ class Engine {
   std::unique_ptr<Prog> lower_graph_body(int graph);
   std::unique_ptr<Prog> lower_op(const OpRecord& op);
   std::unique_ptr<Prog> copy(int src, int dst) const;
+  // Roots of tensors a graph's ops (or graphs it calls) write in place.
+  const std::set<int>& written_roots(int graph);
+  // Which inputs/outputs of a call can use the caller's tensors in place
+  // instead of being copied in/out.
+  void plan_call_binding(const OpRecord& op, int graph, int64_t carried,
+                         std::vector<bool>& in_place_in, std::vector<bool>& in_place_out);
+  std::unique_ptr<Prog> bind_call(const OpRecord& op, int graph,
+                                  const std::vector<bool>& in_place_in,
+                                  const std::vector<bool>& in_place_out);
 
   std::shared_ptr<const ProgramDesc> desc_;
   int main_graph_;
@@ -91,6 +101,10 @@ class Engine {
   std::unique_ptr<Prog> main_;
   uint64_t run_index_ = 0;
   bool profiling_ = false;
+  bool elide_copies_ = true;
+  std::vector<std::vector<int>> members_;  // tensors sharing each root's storage
+  std::vector<uint8_t*> home_;             // each root's own buffer
+  std::map<int, std::set<int>> written_;
   std::vector<std::unique_ptr<ExecProfile>> profiles_;
 };
 

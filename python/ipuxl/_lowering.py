@@ -49,7 +49,9 @@ def _reachable_graphs(ir):
 
 def _core_attrs(op, prog: LoweredProgram) -> dict:
     out = {}
-    if op.type in ("Call", "Repeat"):
+    # Written inputs: the core must not let such an input share the caller's
+    # storage unless the write is meant to reach the caller.
+    if op.type in ("Call", "Repeat") or op.modified:
         out["modified"] = sorted(op.modified)
     for k, v in op.attrs.items():
         if k == "_stream":
