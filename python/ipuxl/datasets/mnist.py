@@ -125,7 +125,16 @@ class _ArraysOnlyUnpickler(pickle.Unpickler):
             return _reconstruct
         if module == "numpy" and name in ("ndarray", "dtype"):
             return getattr(np, name)
-        raise pickle.UnpicklingError(f"read_mnist_pickle: refusing to load {module}.{name}")
+        if (module, name) == ("_codecs", "encode"):
+            # Python 3 writes bytes at protocol 2 as encode(str, "latin1").
+            return _latin1_encode
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    if encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"refusing to encode with {encoding!r}")
+    return text.encode("latin1")
 
 
 try:  # NumPy 2
