@@ -207,8 +207,8 @@ def get_data(args):
         train = synthetic_mnist(n_train, seed=args.seed)
         test = synthetic_mnist(n_test, seed=args.seed + 1)
     else:
-        train = load_mnist("train", args.dataset)
-        test = load_mnist("test", args.dataset)
+        train = load_mnist("train", args.dataset, data_dir=args.data_dir)
+        test = load_mnist("test", args.dataset, data_dir=args.data_dir)
     train_it = BatchIterator(*train, args.batch_size, shuffle=True, seed=args.seed,
                              drop_last=True, limit=args.limit_steps, image_shape=(28, 28))
     test_it = BatchIterator(*test, args.test_batch_size, shuffle=False, drop_last=True,
@@ -256,6 +256,9 @@ def parse_args(argv=None):
                    help="use NetOutlined (fc2/fc3 share one called graph)")
     p.add_argument("--dataset", choices=("mnist", "fashion", "synthetic"), default="mnist",
                    help="synthetic: generated class patterns, needs no installed data")
+    p.add_argument("--data-dir", default=None,
+                   help="read the dataset only from this directory of IDX files (or this "
+                        "mnist.pkl.gz) instead of the default places")
     p.add_argument("--limit-steps", type=int, default=None,
                    help="at most this many training steps per epoch (quick runs)")
     p.add_argument("--limit-test-steps", type=int, default=None,

@@ -338,3 +338,11 @@ def test_synthetic_mnist():
         assert np.corrcoef(x[y == c].mean(0), xa[ya == c].mean(0))[0, 1] > 0.9
     with pytest.raises(ValueError, match="n must"):
         synthetic_mnist(-1)
+
+
+def test_data_dir_holding_the_pickle(tmp_path):
+    parts = pickle_parts(9)
+    write_pickle(tmp_path / "mnist.pkl.gz", parts)
+    assert find_mnist("mnist", tmp_path) == ("pickle", tmp_path / "mnist.pkl.gz")
+    _, y = load_mnist("test", data_dir=tmp_path)
+    np.testing.assert_array_equal(y, parts[2][1])

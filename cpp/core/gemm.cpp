@@ -73,6 +73,8 @@ struct Vec {
       _mm512_mask_storeu_ps(p, mask(n), v);
   }
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+  static constexpr int DR = 8;  // dot kernel: DR x 3 accumulators
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 #define IPUXL_GEMM_SIMD 1
@@ -102,6 +104,13 @@ struct Vec {
       _mm256_maskstore_ps(p, mask(n), v);
   }
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
+  static float sum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static constexpr int DR = 4;  // dot kernel: DR x 3 accumulators
 };
 #else
 #define IPUXL_GEMM_SIMD 0
@@ -146,6 +155,9 @@ void ukernel(const Args& g) {
   const float* b = g.b;
   const int64_t bs = g.bs;
   int64_t kc = g.kc;
+  // B read in place (not packed): fetch rows ahead, the hardware prefetcher
+  // does not follow a large row stride well.
+  const bool stream_b = bs != NV * W;
   if (AT) {
     const float* a = g.a;
     const int64_t sa = g.sa;
@@ -171,6 +183,9 @@ void ukernel(const Args& g) {
       return base[i / 3] + (i % 3 == 0 ? 0 : (i % 3 == 1 ? s1 : s2));
     };
     for (; kc >= 4; kc -= 4) {
+      if (stream_b)
+        for (int u = 0; u < 4; ++u)
+          for (int v = 0; v < NV * W; v += 16) _mm_prefetch((const char*)(b + (u + 16) * bs + v), _MM_HINT_T0);
       for (int u = 0; u < 4; ++u) {
         V bv[NV];
         for (int v = 0; v < NV; ++v) bv[v] = Vec::loadu(b + u * bs + v * W);
@@ -222,6 +237,70 @@ const std::array<KernelFn, MRMAX + 1> kTable[2][2] = {
      make_row<1, true>(std::make_integer_sequence<int, MRMAX>{})},
     {make_row<2, false>(std::make_integer_sequence<int, MRMAX>{}),
      make_row<2, true>(std::make_integer_sequence<int, MRMAX>{})}};
+
+// Dot-product kernel for C = op(A) @ B^T when op(A) has few rows (one micro
+// tile) and A is row-major: both A rows and B^T rows are contiguous in k, so
+// B is streamed once without the transposing pack. C[R rows, 3 cols].
+template <int R, int J>
+void dot_kernel(int64_t K, const float* a, int64_t lda, const float* bt, int64_t ldb, float* c,
+                int64_t ldc, float alpha, float beta) {
+  using V = typename Vec::V;
+  V acc[R][J];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < J; ++j) acc[i][j] = Vec::zero();
+  int64_t k = 0;
+  for (; k + W <= K; k += W) {
+    V bv[J];
+    for (int j = 0; j < J; ++j) bv[j] = Vec::loadu(bt + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      V ai = Vec::loadu(a + i * lda + k);
+      for (int j = 0; j < J; ++j) acc[i][j] = Vec::fma(ai, bv[j], acc[i][j]);
+    }
+  }
+  if (k < K) {
+    const int n = (int)(K - k);
+    V bv[J];
+    for (int j = 0; j < J; ++j) bv[j] = Vec::loadn(bt + j * ldb + k, n);
+    for (int i = 0; i < R; ++i) {
+      V ai = Vec::loadn(a + i * lda + k, n);
+      for (int j = 0; j < J; ++j) acc[i][j] = Vec::fma(ai, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < J; ++j) {
+      const float r = alpha * Vec::sum(acc[i][j]);
+      float& o = c[i * ldc + j];
+      o = beta == 0.0f ? r : r + beta * o;
+    }
+}
+
+using DotFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                       float, float);
+template <int J, int... I>
+constexpr auto make_dot_row(std::integer_sequence<int, I...>) {
+  return std::array<DotFn, sizeof...(I) + 1>{nullptr, &dot_kernel<I + 1, J>...};
+}
+constexpr int kDotJ = 3;
+// kDot[j-1][r]: r rows x j columns
+const std::array<DotFn, Vec::DR + 1> kDot[kDotJ] = {
+    make_dot_row<1>(std::make_integer_sequence<int, Vec::DR>{}),
+    make_dot_row<2>(std::make_integer_sequence<int, Vec::DR>{}),
+    make_dot_row<3>(std::make_integer_sequence<int, Vec::DR>{})};
+
+// Rows [0, M) x columns [j0, j1) of C = alpha * A @ B^T + beta * C by dot
+// products, rows in balanced groups of at most DR.
+void run_dot(int64_t M, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float beta, float* C, int64_t ldc, int64_t j0, int64_t j1) {
+  const int64_t ng = (M + Vec::DR - 1) / Vec::DR;
+  for (int64_t j = j0; j < j1; j += kDotJ) {
+    const int jn = (int)std::min<int64_t>(kDotJ, j1 - j);
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t r0 = M * g / ng, r1 = M * (g + 1) / ng;
+      kDot[jn - 1][(size_t)(r1 - r0)](K, A + r0 * lda, lda, B + j * ldb, ldb, C + r0 * ldc + j,
+                                      ldc, alpha, beta);
+    }
+  }
+}
 
 // Packs columns [j0, j0+ncols) of op(B), all K rows, as dst[k*nr + j],
 // zero-padding to nr.
@@ -347,6 +426,20 @@ void drive(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A
   const int64_t np = (N + nr - 1) / nr;
   const double flops = 2.0 * (double)M * (double)N * (double)K;
   const int T = num_threads();
+  if (!bsrc.packed && bsrc.tb && !ta && M <= MRMAX && K >= 64) {
+    // One micro-tile of rows: every element of B is used once, so dot
+    // products over contiguous rows of B^T beat packing B^T.
+    if (T <= 1 || flops < 3.0e6) {
+      run_dot(M, K, alpha, A, lda, bsrc.B, bsrc.ldb, beta, C, ldc, 0, N);
+      return;
+    }
+    const int64_t nj = (N + kDotJ - 1) / kDotJ;
+    parallel_for(nj, 1, [&](int64_t b, int64_t e) {
+      run_dot(M, K, alpha, A, lda, bsrc.B, bsrc.ldb, beta, C, ldc, b * kDotJ,
+              std::min(N, e * kDotJ));
+    });
+    return;
+  }
   if (T <= 1 || flops < 3.0e6) {
     run_block(ta, N, K, alpha, A, lda, bsrc, beta, C, ldc, nr, 0, M, 0, np);
     return;

@@ -15,8 +15,8 @@ Nothing here touches the network. :func:`load_mnist` looks, in order, for
      ``dataset-fashion-mnist``:
      ``apt-get update && apt-get install -y dataset-fashion-mnist``).
 
-``data_dir=`` replaces the search with one directory of IDX files (or one
-``mnist.pkl.gz``). When nothing is found, :class:`DatasetNotFoundError` says
+``data_dir=`` replaces the search with one directory of IDX files (or a
+``mnist.pkl.gz``, given as the file or as the directory holding it). When nothing is found, :class:`DatasetNotFoundError` says
 where it looked and how to install the data.
 
 Images come back as float32 ``(N, 784)`` normalised as the tutorials'
@@ -248,6 +248,8 @@ def find_mnist(kind: str = "mnist", data_dir: Optional[Union[str, os.PathLike]] 
         idx = _idx_files(d)
         if idx:
             return "idx", idx
+        if kind == "mnist" and (d / "mnist.pkl.gz").is_file():
+            return "pickle", d / "mnist.pkl.gz"
         looked.append(f"{d} (IDX files or mnist.pkl.gz)")
     else:
         sub = "MNIST" if kind == "mnist" else "FashionMNIST"
@@ -322,7 +324,8 @@ def load_mnist(split: str = "train", kind: str = "mnist",
         split: ``"train"`` (60000 images) or ``"test"`` (10000).
         kind: ``"mnist"`` or ``"fashion"``.
         data_dir: read only from this directory of IDX files (or this
-            ``mnist.pkl.gz``) instead of searching the default places.
+            ``mnist.pkl.gz``, or a directory holding one) instead of
+            searching the default places.
         normalise: ``(pixel / 255 - mean) / std`` with the dataset's mean
             and std (MNIST: the tutorials' 0.1307, 0.3081); False gives
             ``pixel / 255`` in [0, 1].

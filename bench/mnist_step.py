@@ -1,0 +1,780 @@
+"""MNIST training step: ipuxl versus hand-written NumPy, PyTorch eager and JAX jit.
+
+Every peer trains the same model with the same step, from the same initial
+weights on the same batches:
+
+* MLP 784-512-512-512-10 with biases, GELU (tanh approximation) after each
+  hidden layer, float32;
+* mean softmax cross-entropy loss over the batch;
+* plain SGD, learning rate 0.05, every weight updated in place each step;
+* W ~ N(0, 0.02), b = 0, drawn once with NumPy (seeded) and handed to every
+  peer; the batches (random normal 28x28 images, random int labels in
+  [0, 10)) come from a seeded NumPy generator, a pool of ``--pool`` distinct
+  batches per batch size that every peer cycles through in the same order.
+
+The peers:
+
+* ``ipuxl``: the popxl_addons program of Graphcore's PopXL MNIST tutorial 1
+  (``examples/mnist_addons.py``): ``addons.Module`` Linear/Net,
+  ``addons.autodiff``, ``addons.ops.cross_entropy_with_grad``, SGD with
+  ``ops.scaled_add_`` on the variables, images and labels through host
+  streams, the loss stored to a host stream; one ``Session.run`` per step.
+* ``numpy``: forward, backward and update written by hand in NumPy.
+* ``torch``: PyTorch eager, autograd, ``torch.optim.SGD``.
+* ``jax``: one ``jax.jit``-compiled step (``value_and_grad`` + SGD, parameters
+  donated), CPU backend.
+
+Every step of every peer includes feeding the batch and reading the loss back
+as a Python float (which also forces JAX's asynchronous dispatch to finish).
+
+Each peer lives in its own worker process (so imports, thread pools and
+memory do not mix); this process drives them one at a time, alternating,
+over several repetitions, and reports medians. Before each timed block it
+sleeps ``--gap`` seconds so the previous peer's spinning thread pools stop
+competing for the cores. Peak RSS is measured in a fresh process per peer
+(``ru_maxrss`` of that process).
+
+Correctness: a fresh model of every peer runs ``--check-steps`` steps;
+its losses and final weights are compared with a float64 NumPy run of the
+same step; the script exits with 1 if any peer is outside float32 tolerance.
+
+    IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/mnist_step.py
+    ... bench/mnist_step.py --quick              # a few steps, for tests
+    ... bench/mnist_step.py --json out.json      # also write the numbers
+    ... bench/mnist_step.py --profile            # where ipuxl's step time goes
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+
+LAYERS = (784, 512, 512, 512, 10)
+LR = 0.05
+INIT_STD = 0.02
+PEERS = ("ipuxl", "numpy", "torch", "jax")
+INSTALL = {
+    "ipuxl": "build the core (scripts/dev_build.sh build/dev) and run with "
+             "IPUXL_CORE_DIR=build/dev PYTHONPATH=python, or pip install the project",
+    "numpy": "pip install numpy",
+    "torch": "pip install torch==2.13.0",
+    "jax": "pip install jax jaxlib",
+}
+# Relative/absolute tolerances against the float64 reference. float32 with
+# different summation orders and a few dozen SGD steps stays far inside these;
+# a wrong gradient or update moves the weights by ~lr * |grad| ~ 1e-3.
+LOSS_RTOL = 1e-4
+W_ATOL = 2e-5
+
+
+# --------------------------------------------------------------------------- data
+
+def make_weights(seed: int, dtype=np.float32):
+    """[(W, b)] for every layer: W ~ N(0, 0.02), b = 0."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
+        w = rng.normal(0.0, INIT_STD, (fan_in, fan_out)).astype(np.float32).astype(dtype)
+        out.append((w, np.zeros(fan_out, dtype)))
+    return out
+
+
+def make_batches(batch: int, count: int, seed: int):
+    """``count`` batches ``(images (B, 28, 28) float32, labels (B,) int32)``."""
+    rng = np.random.default_rng([seed, batch])
+    images = rng.standard_normal((count, batch, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, LAYERS[-1], (count, batch)).astype(np.int32)
+    return [(images[i], labels[i]) for i in range(count)]
+
+
+# --------------------------------------------------------------------------- peers
+# Each peer: __init__(weights, batch, opts); prepare(images, labels) -> its
+# native batch (done once, outside the timed loops); step(prepared) -> the
+# loss as a Python float; weights() -> [(W, b)] as NumPy arrays.
+
+class NumpyPeer:
+    """The step written by hand: forward keeping the activations, softmax
+    cross-entropy and its gradient, backward through GELU, SGD in place."""
+
+    name = "numpy"
+
+    def __init__(self, weights, batch, opts, dtype=np.float32):
+        self.dt = np.dtype(dtype)
+        self.params = [(w.astype(dtype, copy=True), b.astype(dtype, copy=True))
+                       for w, b in weights]
+        self.c = self.dt.type(np.sqrt(2.0 / np.pi))
+        self.k = self.dt.type(0.044715)
+        self.lr = self.dt.type(LR)
+        self.one, self.half = self.dt.type(1), self.dt.type(0.5)
+
+    @staticmethod
+    def version():
+        return np.__version__
+
+    def prepare(self, images, labels):
+        return images.reshape(images.shape[0], -1).astype(self.dt, copy=False), labels
+
+    def step(self, batch):
+        x, y = batch
+        n = x.shape[0]
+        rows = np.arange(n)
+        ins, pre, tanhs = [], [], []
+        h = x
+        last = len(self.params) - 1
+        for i, (w, b) in enumerate(self.params):
+            ins.append(h)
+            z = h @ w
+            z += b
+            if i < last:
+                t = np.tanh(self.c * (z + self.k * z * z * z))
+                pre.append(z)
+                tanhs.append(t)
+                h = self.half * z * (self.one + t)
+            else:
+                h = z
+        # Softmax cross-entropy, mean over the batch.
+        m = h - h.max(axis=1, keepdims=True)
+        e = np.exp(m)
+        s = e.sum(axis=1, keepdims=True)
+        loss = -np.mean(m[rows, y] - np.log(s[:, 0]))
+        g = e / s
+        g[rows, y] -= self.one
+        g /= self.dt.type(n)
+        for i in range(last, -1, -1):
+            w, b = self.params[i]
+            dw = ins[i].T @ g
+            db = g.sum(axis=0)
+            if i > 0:
+                # d gelu/dz = 0.5 (1 + t) + 0.5 z (1 - t^2) c (1 + 3 k z^2)
+                z, t = pre[i - 1], tanhs[i - 1]
+                g = g @ w.T
+                g *= self.half * (self.one + t) + self.half * z * (self.one - t * t) * self.c * (
+                    self.one + self.dt.type(3) * self.k * z * z)
+            w -= self.lr * dw  # after w was used for the input gradient
+            b -= self.lr * db
+        return float(loss)
+
+    def weights(self):
+        return [(w.copy(), b.copy()) for w, b in self.params]
+
+
+class TorchPeer:
+    """PyTorch eager: autograd and torch.optim.SGD."""
+
+    name = "torch"
+
+    def __init__(self, weights, batch, opts):
+        import torch
+        import torch.nn.functional as F
+        if opts.get("threads", 0) > 0:
+            torch.set_num_threads(opts["threads"])
+        self.torch, self.F = torch, F
+        self.params = []
+        for w, b in weights:
+            self.params.append((torch.tensor(w, requires_grad=True),
+                                torch.tensor(b, requires_grad=True)))
+        self.opt = torch.optim.SGD([p for wb in self.params for p in wb], lr=LR)
+
+    @staticmethod
+    def version():
+        import torch
+        n = int(os.environ.get("OMP_NUM_THREADS", "0")) or torch.get_num_threads()
+        return f"{torch.__version__} ({n} threads)"
+
+    def prepare(self, images, labels):
+        t = self.torch
+        return (t.from_numpy(images.reshape(images.shape[0], -1)),
+                t.from_numpy(labels.astype(np.int64)))
+
+    def step(self, batch):
+        x, y = batch
+        h = x
+        last = len(self.params) - 1
+        for i, (w, b) in enumerate(self.params):
+            h = h @ w + b
+            if i < last:
+                h = self.F.gelu(h, approximate="tanh")
+        loss = self.F.cross_entropy(h, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+    def weights(self):
+        return [(w.detach().numpy().copy(), b.detach().numpy().copy()) for w, b in self.params]
+
+
+class JaxPeer:
+    """JAX: the whole step (value_and_grad + SGD) under one jax.jit; the
+    parameters are donated so XLA may update them in place."""
+
+    name = "jax"
+
+    def __init__(self, weights, batch, opts):
+        import jax
+        import jax.numpy as jnp
+        self.jax = jax
+
+        def loss_fn(params, x, y):
+            h = x
+            for i, (w, b) in enumerate(params):
+                h = h @ w + b
+                if i < len(params) - 1:
+                    h = jax.nn.gelu(h, approximate=True)
+            logp = jax.nn.log_softmax(h, axis=-1)
+            return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
+
+        def train_step(params, x, y):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+            params = jax.tree_util.tree_map(lambda p, g: p - LR * g, params, grads)
+            return params, loss
+
+        self._step = jax.jit(train_step, donate_argnums=0)
+        self.params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in weights]
+
+    @staticmethod
+    def version():
+        import jax
+        import jaxlib
+        return f"{jax.__version__} (jaxlib {jaxlib.__version__}, {jax.default_backend()})"
+
+    def prepare(self, images, labels):
+        # NumPy arrays: every call transfers them to the device (the feed).
+        return images.reshape(images.shape[0], -1), labels
+
+    def step(self, batch):
+        self.params, loss = self._step(self.params, *batch)
+        return float(loss)
+
+    def weights(self):
+        return [(np.array(w), np.array(b)) for w, b in self.params]
+
+
+class IpuxlPeer:
+    """The popxl_addons program of PopXL's MNIST tutorial 1, one
+    Session.run per step."""
+
+    name = "ipuxl"
+
+    def __init__(self, weights, batch, opts):
+        import ipuxl as popxl
+        import ipuxl.addons as addons
+        import ipuxl.ops as ops
+
+        t0 = time.perf_counter()
+
+        class Linear(addons.Module):
+            def __init__(self, w, b):
+                super().__init__()
+                self.w, self.b = w, b
+
+            def build(self, x):
+                w = self.add_variable_input("weight", lambda: self.w.copy(), x.dtype)
+                y = x @ w
+                b = self.add_variable_input("bias", lambda: self.b.copy(), x.dtype)
+                return y + b
+
+        class Net(addons.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.fc2, self.fc3, self.fc4 = (Linear(w, b) for w, b in weights)
+
+            def build(self, x):
+                x = x.reshape((-1, 28 * 28))
+                x = ops.gelu(self.fc1(x))
+                x = ops.gelu(self.fc2(x))
+                x = ops.gelu(self.fc3(x))
+                return self.fc4(x)
+
+        ir = popxl.Ir(replication=1)
+        with ir.main_graph:
+            img_stream = popxl.h2d_stream((batch, 28, 28), popxl.float32, "image")
+            label_stream = popxl.h2d_stream((batch,), popxl.int32, "labels")
+            img = ops.host_load(img_stream, "image")
+            labels = ops.host_load(label_stream, "labels")
+
+            facts, fwd_graph = Net().create_graph(img)
+            bwd_graph = addons.autodiff(fwd_graph)
+            variables = facts.init()
+            fwd_info = fwd_graph.bind(variables).call_with_info(img)
+            loss, dlogits = addons.ops.cross_entropy_with_grad(fwd_info.outputs[0], labels)
+            loss_stream = popxl.d2h_stream(loss.shape, loss.dtype, "loss")
+            ops.host_store(loss_stream, loss)
+            activations = bwd_graph.grad_graph_info.inputs_dict(fwd_info)
+            bwd_info = bwd_graph.call_with_info(dlogits, args=activations)
+            grads = bwd_graph.grad_graph_info.fwd_parent_ins_to_grad_parent_outs(
+                fwd_info, bwd_info)
+            for w in variables.tensors:
+                ops.scaled_add_(w, grads[w], b=-LR)
+        ir.num_host_transfers = 1
+        self.ir_build_s = time.perf_counter() - t0
+
+        # Compile time runs from here to the end of the first run.
+        self.session_start = time.perf_counter()
+        self.session = popxl.Session(ir, opts.get("device", "ipu_model"))
+        self.session.__enter__()
+        self.img_stream, self.label_stream, self.loss_stream = img_stream, label_stream, loss_stream
+        named = variables.to_dict()
+        self.vars = [(named[f"fc{i}.weight"], named[f"fc{i}.bias"]) for i in range(1, 5)]
+
+    @staticmethod
+    def version():
+        import ipuxl
+        from ipuxl._core_loader import blas_backend, core
+        blas = blas_backend.split(" (")[0]
+        return f"{ipuxl.__version__} ({core.num_threads()} core threads, GEMM {blas})"
+
+    def prepare(self, images, labels):
+        return {self.img_stream: images, self.label_stream: labels}
+
+    def step(self, feeds):
+        return float(self.session.run(feeds)[self.loss_stream])
+
+    def weights(self):
+        data = self.session.get_tensors_data([t for wb in self.vars for t in wb])
+        return [(data[w], data[b]) for w, b in self.vars]
+
+
+PEER_CLASSES = {"ipuxl": IpuxlPeer, "numpy": NumpyPeer, "torch": TorchPeer, "jax": JaxPeer}
+
+
+# --------------------------------------------------------------------------- worker
+
+def _import_check(name):
+    """None if the peer can run here, else why not."""
+    try:
+        if name == "ipuxl":
+            import ipuxl  # noqa: F401
+            import ipuxl.addons  # noqa: F401
+        elif name == "torch":
+            import torch  # noqa: F401
+        elif name == "jax":
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+            import jax  # noqa: F401
+            import jaxlib  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure skips the peer
+        return f"not available ({type(e).__name__}: {e}); install: {INSTALL[name]}"
+    return None
+
+
+def _run_steps(model, data, n):
+    k = len(data)
+    loss = float("nan")
+    t0 = time.perf_counter()
+    for i in range(n):
+        loss = model.step(data[i % k])
+    return time.perf_counter() - t0, loss
+
+
+def worker(name, conn, opts):
+    """Serve commands from the driver for one peer until "exit"."""
+    note = _import_check(name)
+    cls = PEER_CLASSES[name]
+    conn.send({"note": note, "version": None if note else cls.version()})
+    if note:
+        conn.close()
+        return
+    weights = make_weights(opts["seed"])
+    models, data = {}, {}
+    while True:
+        cmd, *a = conn.recv()
+        try:
+            if cmd == "exit":
+                break
+            elif cmd == "setup":
+                (batch,) = a
+                pool = make_batches(batch, opts["pool"], opts["seed"] + 1)
+                t0 = time.perf_counter()
+                m = cls(weights, batch, opts)
+                d = [m.prepare(x, y) for x, y in pool]
+                m.step(d[0])
+                t1 = time.perf_counter()
+                models[batch], data[batch] = m, d
+                info = {"first_step_s": t1 - t0}
+                if hasattr(m, "session_start"):
+                    info["compile_s"] = t1 - m.session_start
+                    info["ir_build_s"] = m.ir_build_s
+                conn.send(info)
+            elif cmd == "run":
+                batch, n = a
+                conn.send(_run_steps(models[batch], data[batch], n)[0])
+            elif cmd == "check":
+                # A fresh model: n steps on the pool, losses and final weights.
+                batch, n = a
+                pool = make_batches(batch, opts["pool"], opts["seed"] + 1)
+                m = cls(weights, batch, opts)
+                d = [m.prepare(x, y) for x, y in pool]
+                losses = [m.step(d[i % len(d)]) for i in range(n)]
+                conn.send({"losses": losses, "weights": m.weights()})
+                del m
+            elif cmd == "rss":
+                conn.send(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+            elif cmd == "profile":
+                batch, n = a
+                conn.send(_profile(models[batch], data[batch], n))
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+        except Exception as e:  # noqa: BLE001 - reported to the driver
+            import traceback
+            conn.send({"error": f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc()}"})
+    conn.close()
+
+
+def _profile(model, data, n):
+    """ipuxl only: per-Execute host time over n steps, program size."""
+    eng = model.session.engine
+    _run_steps(model, data, 10)
+    eng.set_profiling(False)
+    plain, _ = _run_steps(model, data, n)
+    eng.set_profiling(True)
+    before = {lab: (s, c) for lab, s, c in eng.profile()}
+    total, _ = _run_steps(model, data, n)
+    eng.set_profiling(False)
+    rows = []
+    for lab, s, c in eng.profile():
+        s0, c0 = before.get(lab, (0.0, 0))
+        if c - c0:
+            rows.append((lab, (s - s0) / n, (c - c0) / n))
+    return {"steps": n, "step_s": plain / n, "profiled_step_s": total / n, "rows": rows,
+            "counts": dict(eng.program_counts()), "describe": eng.describe()}
+
+
+class Peer:
+    """Driver-side handle of a worker process."""
+
+    def __init__(self, name, opts, ctx):
+        self.name = name
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker, args=(name, child, opts), daemon=True)
+        self.proc.start()
+        child.close()
+        hello = self.conn.recv()
+        self.note, self.version = hello["note"], hello["version"]
+
+    def call(self, *cmd):
+        self.conn.send(cmd)
+        r = self.conn.recv()
+        if isinstance(r, dict) and "error" in r:
+            raise RuntimeError(r["error"])
+        return r
+
+    def close(self):
+        if self.proc.is_alive():
+            try:
+                self.conn.send(("exit",))
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+
+# --------------------------------------------------------------------------- driver
+
+def check(peers, args, ctx, opts):
+    """Run n steps from the same start in every peer and in float64 NumPy."""
+    n = args.check_steps
+    ref_model = NumpyPeer(make_weights(args.seed), args.check_batch, opts, dtype=np.float64)
+    pool = make_batches(args.check_batch, args.pool, args.seed + 1)
+    d = [ref_model.prepare(x, y) for x, y in pool]
+    ref_losses = np.array([ref_model.step(d[i % len(d)]) for i in range(n)])
+    ref_w = ref_model.weights()
+    out, ok = {}, True
+    for p in peers:
+        r = p.call("check", args.check_batch, n)
+        losses = np.array(r["losses"])
+        dl = float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses)))
+        dw = max(float(np.max(np.abs(a.astype(np.float64) - ref)))
+                 for got, want in zip(r["weights"], ref_w) for a, ref in zip(got, want))
+        good = bool(np.all(np.isfinite(losses))) and dl <= LOSS_RTOL and dw <= W_ATOL
+        ok &= good
+        out[p.name] = {"loss_rel_diff": dl, "weight_abs_diff": dw, "ok": good,
+                       "first_loss": float(losses[0]), "last_loss": float(losses[-1])}
+    # Weight movement, to show the tolerance is meaningful.
+    w0 = make_weights(args.seed, np.float64)
+    moved = max(float(np.max(np.abs(a - b))) for x, y in zip(ref_w, w0) for a, b in zip(x, y))
+    return ok, out, ref_losses, moved
+
+
+def measure_rss(names, args, ctx, opts):
+    """Peak RSS of a fresh process per peer: import, build the batch-8
+    step, run --rss-steps steps. 'python+numpy' is the bare worker."""
+    out = {}
+    for name in names:
+        p = Peer(name, opts, ctx)
+        try:
+            if p.note is None:
+                p.call("setup", args.batch_small)
+                p.call("run", args.batch_small, args.rss_steps)
+                out[name] = p.call("rss")
+        finally:
+            p.close()
+    # A worker that only holds the batch pool: the common baseline.
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=_baseline_worker, args=(child, opts, args.batch_small), daemon=True)
+    proc.start()
+    out["python+numpy"] = conn.recv()
+    proc.join(30)
+    return out
+
+
+def _baseline_worker(conn, opts, batch):
+    make_weights(opts["seed"])
+    make_batches(batch, opts["pool"], opts["seed"] + 1)
+    conn.send(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    conn.close()
+
+
+def timed_round(peers, batch, n, gap, rotate):
+    """Each peer in turn (rotated start) runs n steps after gap idle seconds."""
+    out = {}
+    order = peers[rotate % len(peers):] + peers[:rotate % len(peers)]
+    for p in order:
+        time.sleep(gap)
+        out[p.name] = p.call("run", batch, n)
+    return out
+
+
+def fmt_bytes(b):
+    return f"{b / 2**20:.1f} MiB"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="a few steps of everything (a smoke test, not a measurement)")
+    ap.add_argument("--json", metavar="PATH", help="also write the numbers to this JSON file")
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " +
+                    ",".join(PEERS) + " (ipuxl is always included: ratios are against it)")
+    ap.add_argument("--device", default="ipu_model", help="ipuxl Session device")
+    ap.add_argument("--reps", type=int, default=7, help="interleaved timed repetitions")
+    ap.add_argument("--steps-small", type=int, default=300, help="steps per block at batch 8")
+    ap.add_argument("--steps-large", type=int, default=60, help="steps per block at batch 128")
+    ap.add_argument("--warmup", type=int, default=30, help="untimed steps per peer and batch")
+    ap.add_argument("--epoch-steps", type=int, default=7500,
+                    help="steps of one epoch at batch 8 (60000 / 8)")
+    ap.add_argument("--epoch-reps", type=int, default=3, help="interleaved epoch repetitions")
+    ap.add_argument("--epoch-partial", type=int, default=1000,
+                    help="steps a slow peer runs, extrapolated to the epoch")
+    ap.add_argument("--epoch-full-max", type=float, default=20.0,
+                    help="a peer other than ipuxl/jax whose predicted epoch takes longer (s) "
+                         "runs --epoch-partial steps, extrapolated")
+    ap.add_argument("--check-steps", type=int, default=40, help="steps of the correctness check")
+    ap.add_argument("--check-batch", type=int, default=8, help="batch of the correctness check")
+    ap.add_argument("--rss-steps", type=int, default=200, help="steps before reading peak RSS")
+    ap.add_argument("--pool", type=int, default=16, help="distinct batches per batch size")
+    ap.add_argument("--gap", type=float, default=0.3, help="idle seconds before each timed block")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads per peer (0: each library's default, all cores). Sets "
+                         "OMP/OPENBLAS/MKL_NUM_THREADS and IPUXL_NUM_THREADS for every worker, "
+                         "torch.set_num_threads; jax gets XLA's single-threaded CPU flags "
+                         "only for 1")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile ipuxl's step (engine profiler) at both batch sizes")
+    ap.add_argument("--profile-steps", type=int, default=200)
+    args = ap.parse_args(argv)
+    args.batch_small, args.batch_large = 8, 128
+    if args.quick:
+        args.reps, args.steps_small, args.steps_large, args.warmup = 2, 10, 3, 2
+        args.epoch_steps, args.epoch_reps, args.epoch_partial = 40, 1, 20
+        args.check_steps, args.rss_steps, args.pool, args.gap = 5, 5, 4, 0.05
+        args.profile_steps = 10
+    wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
+    bad = [p for p in wanted if p not in PEERS]
+    if bad:
+        ap.error(f"unknown peers {bad}; choose from {PEERS}")
+    if "ipuxl" not in wanted:
+        wanted.insert(0, "ipuxl")
+
+    opts = {"seed": args.seed, "pool": args.pool, "device": args.device,
+            "threads": args.threads}
+    if args.threads > 0:
+        # Inherited by the spawned workers before they import anything.
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "IPUXL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       " --xla_cpu_multi_thread_eigen=false"
+                                       " intra_op_parallelism_threads=1").strip()
+    ctx = mp.get_context("spawn")  # fresh interpreters: no imports shared with the driver
+    peers = [Peer(n, opts, ctx) for n in wanted]
+    skipped = {p.name: p.note for p in peers if p.note}
+    peers = [p for p in peers if p.note is None]
+    names = [p.name for p in peers]
+    if "ipuxl" not in names:
+        print(f"ipuxl: {skipped['ipuxl']}", file=sys.stderr)
+        return 2
+
+    result = {"cores": os.cpu_count(), "load_before": os.getloadavg(),
+              "threads": args.threads or "library defaults",
+              "versions": {"python": platform.python_version(),
+                           **{p.name: p.version for p in peers}},
+              "skipped": skipped, "quick": args.quick, "device": args.device,
+              "model": "784-512-512-512-10 MLP, GELU(tanh), mean softmax CE, SGD lr 0.05, float32"}
+    print(f"MNIST training step: {result['model']}")
+    print(f"cores: {result['cores']}; threads per peer: {result['threads']}; load average before: "
+          + " ".join(f"{x:.2f}" for x in result["load_before"]))
+    for k, v in result["versions"].items():
+        print(f"  {k:<6} {v}")
+    for k, v in skipped.items():
+        print(f"  {k:<6} skipped: {v}")
+    print(flush=True)
+
+    try:
+        # ---- correctness
+        ok, chk, ref_losses, moved = check(peers, args, ctx, opts)
+        result["check"] = {"steps": args.check_steps, "batch": args.check_batch, "peers": chk,
+                           "reference": "numpy float64", "max_weight_change": moved,
+                           "loss_rtol": LOSS_RTOL, "weight_atol": W_ATOL}
+        print(f"check: {args.check_steps} steps at batch {args.check_batch} from the same start, "
+              f"against a float64 NumPy run (loss {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}; "
+              f"weights moved up to {moved:.2e})")
+        for n, c in chk.items():
+            print(f"  {n:<6} max loss rel diff {c['loss_rel_diff']:.2e}  "
+                  f"max weight abs diff {c['weight_abs_diff']:.2e}  "
+                  f"{'ok' if c['ok'] else 'DISAGREES'}")
+        print(flush=True)
+
+        # ---- setup (ipuxl: compile) and warm-up
+        setup = {}
+        for b in (args.batch_small, args.batch_large):
+            for p in peers:
+                setup.setdefault(p.name, {})[b] = p.call("setup", b)
+                p.call("run", b, args.warmup)
+        result["setup"] = setup
+
+        # ---- steps/s, interleaved
+        times = {b: {n: [] for n in names} for b in (args.batch_small, args.batch_large)}
+        for r in range(args.reps):
+            for b, n in ((args.batch_small, args.steps_small), (args.batch_large, args.steps_large)):
+                for name, t in timed_round(peers, b, n, args.gap, r).items():
+                    times[b][name].append(t / n)
+        med = {b: {n: statistics.median(ts) for n, ts in per.items()} for b, per in times.items()}
+
+        # ---- one epoch at batch 8
+        epoch_plan = {}
+        for p in peers:
+            predicted = med[args.batch_small][p.name] * args.epoch_steps
+            full = p.name in ("ipuxl", "jax") or predicted <= args.epoch_full_max
+            epoch_plan[p.name] = args.epoch_steps if full else min(args.epoch_partial,
+                                                                   args.epoch_steps)
+        epoch = {n: [] for n in names}
+        for r in range(args.epoch_reps):
+            order = peers[r % len(peers):] + peers[:r % len(peers)]
+            for p in order:
+                time.sleep(args.gap)
+                n = epoch_plan[p.name]
+                epoch[p.name].append(p.call("run", args.batch_small, n) * args.epoch_steps / n)
+        epoch_med = {n: statistics.median(ts) for n, ts in epoch.items()}
+
+        # ---- profile
+        prof = {}
+        if args.profile:
+            ip = next(p for p in peers if p.name == "ipuxl")
+            for b in (args.batch_small, args.batch_large):
+                prof[b] = ip.call("profile", b, args.profile_steps)
+    finally:
+        for p in peers:
+            p.close()
+
+    # ---- peak RSS, a fresh process per peer
+    rss = measure_rss(names, args, ctx, opts)
+    result["load_after"] = os.getloadavg()
+
+    # ---- report
+    base8, base128 = med[args.batch_small]["ipuxl"], med[args.batch_large]["ipuxl"]
+    print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} steps (batch 8) and "
+          f"{args.steps_large} steps (batch 128), {args.gap} s idle before each block; medians. "
+          f"Epoch: {args.epoch_steps} steps at batch 8, {args.epoch_reps} repetitions, median.")
+    print("ratio = peer time / ipuxl time (above 1: ipuxl faster); RSS ratio = peer / ipuxl")
+    print()
+    hdr = (f"{'peer':<7}{'b8 steps/s':>11}{'ratio':>7}{'b128 steps/s':>13}{'ratio':>7}"
+           f"{'epoch b8 (s)':>14}{'ratio':>7}{'1st step (s)':>13}{'ratio':>7}"
+           f"{'peak RSS':>12}{'ratio':>7}")
+    print(hdr)
+    first = {n: setup[n][args.batch_small]["first_step_s"] for n in names}
+    rows = {}
+    for n in names:
+        ext = "*" if epoch_plan[n] < args.epoch_steps else " "
+        rows[n] = {
+            "steps_per_s_b8": 1.0 / med[args.batch_small][n],
+            "ratio_b8": med[args.batch_small][n] / base8,
+            "steps_per_s_b128": 1.0 / med[args.batch_large][n],
+            "ratio_b128": med[args.batch_large][n] / base128,
+            "epoch_b8_s": epoch_med[n], "epoch_ratio": epoch_med[n] / epoch_med["ipuxl"],
+            "epoch_steps_run": epoch_plan[n], "epoch_extrapolated": bool(ext.strip()),
+            "first_step_s": first[n], "first_step_ratio": first[n] / first["ipuxl"],
+            "peak_rss_bytes": rss.get(n), "rss_ratio": rss[n] / rss["ipuxl"] if n in rss else None,
+            "samples_b8_s": times[args.batch_small][n], "samples_b128_s": times[args.batch_large][n],
+            "samples_epoch_s": epoch[n],
+        }
+        r = rows[n]
+        print(f"{n:<7}{r['steps_per_s_b8']:>11.1f}{r['ratio_b8']:>7.2f}"
+              f"{r['steps_per_s_b128']:>13.1f}{r['ratio_b128']:>7.2f}"
+              f"{r['epoch_b8_s']:>13.1f}{ext}{r['epoch_ratio']:>7.2f}"
+              f"{r['first_step_s']:>13.3f}{r['first_step_ratio']:>7.2f}"
+              f"{fmt_bytes(rss[n]):>12}{r['rss_ratio']:>7.2f}")
+    print(f"{'python+numpy':<12} baseline process peak RSS {fmt_bytes(rss['python+numpy'])}")
+    if any(r["epoch_extrapolated"] for r in rows.values()):
+        print(f"* extrapolated from {args.epoch_partial} steps")
+    s8, s128 = setup["ipuxl"][args.batch_small], setup["ipuxl"][args.batch_large]
+    print(f"ipuxl compile (Session(...) start to first run end): batch 8 {s8['compile_s']:.3f} s, "
+          f"batch 128 {s128['compile_s']:.3f} s; IR build before it (modules, autodiff): "
+          f"{s8['ir_build_s']:.3f} s / {s128['ir_build_s']:.3f} s")
+    print("1st step = construct the peer's model and run its first step (ipuxl: IR build + "
+          "compile; jax: trace + XLA compile); peak RSS: fresh process, batch-8 model, "
+          f"{args.rss_steps} steps")
+    print("load average after: " + " ".join(f"{x:.2f}" for x in result["load_after"]))
+    result.update({"table": rows, "rss_baseline_bytes": rss["python+numpy"],
+                   "options": vars(args)})
+
+    if prof:
+        result["profile"] = {}
+        for b, pr in prof.items():
+            result["profile"][b] = {k: v for k, v in pr.items() if k != "describe"}
+            print_profile(b, pr)
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, default=float)
+        print(f"wrote {args.json}")
+    print()
+    print("all peers agree" if ok else "PEERS DISAGREE")
+    return 0 if ok else 1
+
+
+def print_profile(batch, pr, top=25):
+    rows = sorted(pr["rows"], key=lambda r: -r[1])
+    ex = sum(r[1] for r in rows)
+    print()
+    print(f"ipuxl profile, batch {batch}: {pr['step_s'] * 1e6:.0f} us/step unprofiled, "
+          f"{pr['profiled_step_s'] * 1e6:.0f} us profiled, of which Execute nodes "
+          f"{ex * 1e6:.0f} us; the rest ({(pr['profiled_step_s'] - ex) * 1e6:.0f} us) is "
+          "Session.run, stream transfers, copies and program walking")
+    print(f"program: {pr['counts']}")
+    # Group by op type too.
+    by_type = {}
+    for lab, s, c in rows:
+        t = lab.split(":", 1)[0]
+        a = by_type.setdefault(t, [0.0, 0.0])
+        a[0] += s
+        a[1] += c
+    print("  by op type (us/step, calls/step): " + ", ".join(
+        f"{t} {v[0] * 1e6:.0f} ({v[1]:.0f})" for t, v in sorted(by_type.items(),
+                                                                 key=lambda kv: -kv[1][0])))
+    print(f"  top {top} Execute nodes:")
+    for lab, s, c in rows[:top]:
+        print(f"    {s * 1e6:8.1f} us {100 * s / pr['profiled_step_s']:5.1f}%  x{c:.0f}  {lab}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

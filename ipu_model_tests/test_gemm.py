@@ -1,0 +1,129 @@
+"""The core's float32 GEMM (cpp/core/gemm.cpp, reached through blas::sgemm)
+against a float64 NumPy reference.
+
+Covers random shapes 0..300 (odd sizes, partial micro-tiles and panels), all
+four trans_a/trans_b combinations, alpha/beta values (beta == 0 must not read
+C: it starts as NaN there), padded leading dimensions through strided views,
+the pre-packed-B entry point, the installed BLAS path, and the thread split
+(the core's pool is used for large products).
+"""
+
+import numpy as np
+import pytest
+
+from ipuxl import _core as core
+
+AUTO, CORE, BLAS, PACKED = 0, 1, 2, 3
+
+
+def _padded(rng, rows, cols, pad):
+    """A rows x cols float32 view into a wider buffer (leading dim cols + pad)."""
+    buf = rng.standard_normal((rows, cols + pad)).astype(np.float32)
+    return buf[:, :cols]
+
+
+def _check(rng, ta, tb, M, N, K, alpha, beta, impl, pad=(0, 0, 0)):
+    A = _padded(rng, K if ta else M, M if ta else K, pad[0])
+    B = _padded(rng, N if tb else K, K if tb else N, pad[1])
+    C = _padded(rng, M, N, pad[2])
+    if beta == 0.0:
+        C[...] = np.nan  # beta == 0 must overwrite, not scale
+    C0 = C.copy()
+    guard = C.base.copy() if C.base is not None else None
+    core._test_sgemm(ta, tb, alpha, A, B, beta, C, impl)
+    opa = (A.T if ta else A).astype(np.float64)
+    opb = (B.T if tb else B).astype(np.float64)
+    ref = alpha * (opa @ opb)
+    if beta != 0.0:
+        ref = ref + beta * C0.astype(np.float64)
+    # float32 accumulation error grows with K; scale by the magnitudes summed.
+    mag = np.abs(alpha) * (np.abs(opa) @ np.abs(opb)) + np.abs(beta) * np.abs(np.nan_to_num(C0))
+    tol = 1e-5 * max(K, 1) * (mag + 1e-6) + 1e-6
+    assert np.all(np.isfinite(C)), (ta, tb, M, N, K, alpha, beta, impl)
+    bad = np.abs(C - ref) > tol
+    assert not bad.any(), (ta, tb, M, N, K, alpha, beta, impl, np.argwhere(bad)[:3])
+    if guard is not None and pad[2]:
+        # the padding columns of C's buffer are untouched
+        np.testing.assert_array_equal(C.base[:, N:], guard[:, N:])
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_random_shapes(ta, tb):
+    rng = np.random.default_rng(1234 + 2 * ta + tb)
+    for _ in range(40):
+        M, N, K = (int(x) for x in rng.integers(0, 301, 3))
+        alpha = float(rng.choice([1.0, -0.5, 2.0]))
+        beta = float(rng.choice([0.0, 1.0, 0.3]))
+        pad = tuple(int(p) for p in rng.choice([0, 1, 7, 16], 3))
+        _check(rng, ta, tb, M, N, K, alpha, beta, AUTO, pad)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_small_and_edge_shapes(ta, tb):
+    rng = np.random.default_rng(7)
+    # sizes around the micro-tile (14 rows / 6 rows) and panel (16/32 or 8/16 columns)
+    # boundaries, the dot-product path (few rows, B^T) and degenerate sizes.
+    sizes_m = [0, 1, 2, 5, 6, 7, 13, 14, 15, 28, 29, 43]
+    sizes_n = [0, 1, 8, 9, 15, 16, 17, 31, 32, 33, 65]
+    sizes_k = [0, 1, 3, 63, 64, 65, 257]
+    for M in sizes_m:
+        for N in sizes_n[:: 1 + (M % 3)]:
+            K = sizes_k[(M + N) % len(sizes_k)]
+            _check(rng, ta, tb, M, N, K, 1.0, 0.0, AUTO)
+            _check(rng, ta, tb, M, N, K, -1.5, 0.5, AUTO, (3, 5, 2))
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("M,N,K", [(8, 512, 784), (80, 512, 784), (128, 512, 512),
+                                   (80, 10, 512), (8, 784, 512), (784, 512, 80),
+                                   (512, 10, 128), (300, 300, 300)])
+def test_mlp_shapes_all_paths(ta, tb, M, N, K):
+    """MLP-sized products (threaded) through every implementation."""
+    rng = np.random.default_rng(M + N + K)
+    impls = [AUTO, CORE, PACKED] + ([BLAS] if core.has_blas() else [])
+    for impl in impls:
+        _check(rng, ta, tb, M, N, K, 1.0, 0.0, impl)
+        _check(rng, ta, tb, M, N, K, 0.5, 1.0, impl, (1, 0, 4))
+
+
+def test_k_blocking_and_alpha_zero():
+    rng = np.random.default_rng(3)
+    # K spans several k-blocks; beta accumulates only once
+    _check(rng, False, False, 20, 40, 1000, 1.0, 2.0, CORE)
+    _check(rng, True, True, 33, 70, 777, -1.0, 0.0, PACKED)
+    # alpha == 0: C = beta * C, A and B not used
+    C = np.ones((5, 6), np.float32)
+    A = np.full((5, 4), np.nan, np.float32)
+    B = np.full((4, 6), np.nan, np.float32)
+    core._test_sgemm(False, False, 0.0, A, B, 3.0, C)
+    np.testing.assert_array_equal(C, 3.0)
+
+
+def test_threads_one_and_two():
+    rng = np.random.default_rng(5)
+    n0 = core.num_threads()
+    try:
+        for t in (1, 2, 3):
+            core.set_num_threads(t)
+            for ta in (False, True):
+                for tb in (False, True):
+                    _check(rng, ta, tb, 96, 200, 300, 1.0, 0.0, CORE)
+                    _check(rng, ta, tb, 9, 700, 300, 1.0, 0.5, CORE)
+                    _check(rng, ta, tb, 500, 20, 64, 1.0, 0.0, CORE)
+    finally:
+        core.set_num_threads(n0)
+
+
+def test_bad_arguments():
+    A = np.zeros((3, 4), np.float32)
+    B = np.zeros((5, 6), np.float32)
+    C = np.zeros((3, 6), np.float32)
+    with pytest.raises(ValueError, match="do not match"):
+        core._test_sgemm(False, False, 1.0, A, B, 0.0, C)
+    with pytest.raises(ValueError, match="float32"):
+        core._test_sgemm(False, False, 1.0, A.astype(np.float64), B[:4], 0.0, C)
+    with pytest.raises(ValueError, match="unit column stride"):
+        core._test_sgemm(False, False, 1.0, A, np.zeros((4, 12), np.float32)[:, ::2], 0.0, C)
