@@ -32,7 +32,7 @@ memory do not mix); this process drives them one at a time, alternating,
 over several repetitions, and reports medians. Before each timed block it
 sleeps ``--gap`` seconds so the previous peer's spinning thread pools stop
 competing for the cores. Peak RSS is measured in a fresh process per peer
-(``ru_maxrss`` of that process).
+(its VmHWM; see ``peak_rss_bytes``).
 
 Correctness: a fresh model of every peer runs ``--check-steps`` steps;
 its losses and final weights are compared with a float64 NumPy run of the
@@ -363,6 +363,26 @@ def _import_check(name):
     return None
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size.
+
+    Linux: VmHWM from /proc/self/status. Not ru_maxrss: a spawned worker is
+    forked from the driver and then execs, and Linux carries the forked
+    copy's high-water mark across the exec into ru_maxrss, so every small
+    worker would report the driver's size. VmHWM belongs to the exec'd
+    process's own address space. Elsewhere ru_maxrss (kB on Linux/BSD,
+    bytes on macOS)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+
 def _run_steps(model, data, n):
     k = len(data)
     loss = float("nan")
@@ -414,7 +434,7 @@ def worker(name, conn, opts):
                 conn.send({"losses": losses, "weights": m.weights()})
                 del m
             elif cmd == "rss":
-                conn.send(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                conn.send(peak_rss_bytes())
             elif cmd == "profile":
                 batch, n = a
                 conn.send(_profile(models[batch], data[batch], n))
@@ -485,9 +505,10 @@ def check(peers, args, ctx, opts):
     d = [ref_model.prepare(x, y) for x, y in pool]
     ref_losses = np.array([ref_model.step(d[i % len(d)]) for i in range(n)])
     ref_w = ref_model.weights()
-    out, ok = {}, True
+    out, ok, got_w = {}, True, {}
     for p in peers:
         r = p.call("check", args.check_batch, n)
+        got_w[p.name] = r["weights"]
         losses = np.array(r["losses"])
         dl = float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses)))
         dw = max(float(np.max(np.abs(a.astype(np.float64) - ref)))
@@ -496,6 +517,12 @@ def check(peers, args, ctx, opts):
         ok &= good
         out[p.name] = {"loss_rel_diff": dl, "weight_abs_diff": dw, "ok": good,
                        "first_loss": float(losses[0]), "last_loss": float(losses[-1])}
+    # Spread among the float32 peers themselves (against NumPy float32).
+    if "numpy" in got_w:
+        for name, w in got_w.items():
+            out[name]["weight_abs_diff_vs_numpy32"] = max(
+                float(np.max(np.abs(a - b))) for x, y in zip(w, got_w["numpy"])
+                for a, b in zip(x, y))
     # Weight movement, to show the tolerance is meaningful.
     w0 = make_weights(args.seed, np.float64)
     moved = max(float(np.max(np.abs(a - b))) for x, y in zip(ref_w, w0) for a, b in zip(x, y))
@@ -527,7 +554,7 @@ def measure_rss(names, args, ctx, opts):
 def _baseline_worker(conn, opts, batch):
     make_weights(opts["seed"])
     make_batches(batch, opts["pool"], opts["seed"] + 1)
-    conn.send(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    conn.send(peak_rss_bytes())
     conn.close()
 
 
@@ -640,7 +667,8 @@ def main(argv=None) -> int:
               f"weights moved up to {moved:.2e})")
         for n, c in chk.items():
             print(f"  {n:<6} max loss rel diff {c['loss_rel_diff']:.2e}  "
-                  f"max weight abs diff {c['weight_abs_diff']:.2e}  "
+                  f"max weight abs diff {c['weight_abs_diff']:.2e} "
+                  f"(vs numpy float32 {c.get('weight_abs_diff_vs_numpy32', float('nan')):.2e})  "
                   f"{'ok' if c['ok'] else 'DISAGREES'}")
         print(flush=True)
 

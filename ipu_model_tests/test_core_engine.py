@@ -135,3 +135,33 @@ def test_remote_code_load_records_and_runs():
     assert [op.type for op in ir.main_graph.ops][:2] == ["RemoteCodeLoad", "Call"]
     with popxl.Session(ir, "ipu_model") as sess:
         assert float(sess.run()[s]) == 4.0
+
+
+def test_transposes_read_only_by_matmuls_become_gemm_flags():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal((6, 7)).astype(np.float32)
+    c = rng.standard_normal((3, 7, 4)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        ta, tb, tc = (popxl.variable(v, name=n) for v, n in ((a, "a"), (b, "b"), (c, "c")))
+        r1 = ops.matmul(ta, ops.transpose(tb))               # a @ b.T (folded)
+        r2 = ops.matmul(ops.transpose(ta), ta)               # a.T @ a (folded)
+        r3 = ops.matmul(ops.transpose(tc, (0, 2, 1)), tc)    # batched c^T c (folded)
+        bt = ops.transpose(tb)
+        r4 = ops.matmul(ta, bt)
+        r5 = bt + 1.0                                        # bt also read elsewhere: kept
+        outs = []
+        for t in (r1, r2, r3, r4, r5):
+            s = popxl.d2h_stream(t.shape, t.dtype)
+            ops.host_store(s, t)
+            outs.append(s)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run()
+        text = sess.engine.describe()
+    np.testing.assert_allclose(got[outs[0]], a @ b.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[outs[1]], a.T @ a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[outs[2]], np.transpose(c, (0, 2, 1)) @ c, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[outs[3]], a @ b.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[outs[4]], b.T + 1.0, rtol=1e-6)
+    assert text.count("Execute(Transpose") == 1

@@ -73,7 +73,16 @@ struct Vec {
       _mm512_mask_storeu_ps(p, mask(n), v);
   }
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
-  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+  static float sum(V v) {
+    // through memory: GCC 12 warns on the 512-bit extract intrinsics
+    alignas(64) float t[16];
+    _mm512_store_ps(t, v);
+    __m256 q = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
   static constexpr int DR = 8;  // dot kernel: DR x 3 accumulators
 };
 #elif defined(__AVX2__) && defined(__FMA__)

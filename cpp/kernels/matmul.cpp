@@ -19,7 +19,16 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
   const TensorRef* b = d.in[1];
   const TensorRef* o = d.out[0];
   if (a->rank() == 0 || b->rank() == 0) d.fail("operands must have rank >= 1");
+  // trans_lhs / trans_rhs: the operand is stored with its last two axes
+  // swapped (a folded Transpose); float32 only.
+  const bool ta = d.attrs.i("trans_lhs", 0) != 0, tb = d.attrs.i("trans_rhs", 0) != 0;
+  if ((ta || tb) && a->dtype != DType::Float32)
+    d.fail("transposed operands are supported for float32 only");
+  if ((ta && a->rank() < 2) || (tb && b->rank() < 2))
+    d.fail("a transposed operand must have rank >= 2");
   Shape as = a->shape, bs = b->shape;
+  if (ta) std::swap(as[as.size() - 1], as[as.size() - 2]);
+  if (tb) std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
   const int64_t M = as[as.size() - 2], K = as.back();
@@ -63,8 +72,8 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
           const float* B = b->as<float>();
           float* O = o->as<float>();
           for (int64_t i = 0; i < nb; ++i)
-            blas::sgemm(false, false, M, N, K, 1.0f, A + a_off[(size_t)i], K,
-                        B + b_off[(size_t)i], N, 0.0f, O + i * M * N, N);
+            blas::sgemm(ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
+                        B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
         },
         work);
   }

@@ -69,6 +69,38 @@ def _core_attrs(op, prog: LoweredProgram) -> dict:
     return out
 
 
+def _fold_transposes_into_matmuls(g):
+    """Operand transposes read by float32 MatMuls only (the autodiff rule of
+    MatMul emits them: dA = G @ B^T) become GEMM transpose flags instead of
+    copies. Returns ``(skipped Transpose ops, {matmul op: (lhs, rhs, flags)})``."""
+    consumers = {}
+    for op in g._ops:
+        for t in op.inputs:
+            if t is not None:
+                consumers.setdefault(id(t), []).append(op)
+    outputs = {id(t) for t in g._outputs}
+    skip, rewired = set(), {}
+    for op in g._ops:
+        if op.type != "Transpose" or op.inputs[0].dtype.name != "float32":
+            continue
+        x, xt = op.inputs[0], op.outputs[0]
+        perm = list(op.attrs.get("perm", []))
+        if x.rank < 2 or perm != list(range(x.rank - 2)) + [x.rank - 1, x.rank - 2]:
+            continue
+        users = consumers.get(id(xt), [])
+        if not users or id(xt) in outputs or any(u.type != "MatMul" for u in users):
+            continue
+        if any(xt is u.inputs[0] and xt is u.inputs[1] for u in users):
+            continue
+        skip.add(op)
+        for u in users:
+            ins, flags = rewired.get(u, (list(u.inputs), [0, 0]))
+            k = 0 if u.inputs[0] is xt else 1
+            ins[k], flags[k] = x, 1
+            rewired[u] = (ins, flags)
+    return skip, rewired
+
+
 def lower_ir(ir) -> LoweredProgram:
     desc = core.ProgramDesc()
     prog = LoweredProgram(desc=desc, engine=None)
@@ -100,10 +132,17 @@ def lower_ir(ir) -> LoweredProgram:
                 prog.variables.append(t)
     for g in graphs:
         gi = prog.graph_index[g]
+        skip, rewired = _fold_transposes_into_matmuls(g)
         for op in g._ops:
-            ins = [-1 if t is None else prog.tensor_index[t] for t in op.inputs]
+            if op in skip:
+                continue
+            inputs, attrs = op.inputs, _core_attrs(op, prog)
+            if op in rewired:
+                inputs, flags = rewired[op]
+                attrs["trans_lhs"], attrs["trans_rhs"] = flags
+            ins = [-1 if t is None else prog.tensor_index[t] for t in inputs]
             outs = [prog.tensor_index[t] for t in op.outputs]
-            desc.add_op(gi, op.type, op.name, ins, outs, _core_attrs(op, prog),
+            desc.add_op(gi, op.type, op.name, ins, outs, attrs,
                         [prog.graph_index[cg] for cg in op.called_graphs],
                         [tuple(a) for a in op.aliases])
         desc.set_graph_io(gi, [prog.tensor_index[t] for t in g._inputs],
