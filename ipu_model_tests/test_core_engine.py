@@ -165,3 +165,25 @@ def test_transposes_read_only_by_matmuls_become_gemm_flags():
     np.testing.assert_allclose(got[outs[3]], a @ b.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[outs[4]], b.T + 1.0, rtol=1e-6)
     assert text.count("Execute(Transpose") == 1
+
+
+def test_weight_only_written_by_host_is_repacked_after_each_host_write():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    w1 = rng.standard_normal((64, 48)).astype(np.float32)
+    w2 = rng.standard_normal((64, 48)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream(x.shape, popxl.float32, name="x")
+        w = popxl.variable(w1, name="w")
+        y = ops.host_load(xs) @ w
+        ys = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(ys, y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        np.testing.assert_allclose(sess.run({xs: x})[ys], x @ w1, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(sess.run({xs: x})[ys], x @ w1, rtol=1e-5, atol=1e-5)
+        sess.write_variable_data(w, w2)
+        np.testing.assert_allclose(sess.run({xs: x})[ys], x @ w2, rtol=1e-5, atol=1e-5)
+    sess.write_variable_data(w, w1)  # detached: reaches the device on the next attach
+    with sess:
+        np.testing.assert_allclose(sess.run({xs: x})[ys], x @ w1, rtol=1e-5, atol=1e-5)

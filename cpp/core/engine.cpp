@@ -283,6 +283,10 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph)
     : desc_(std::move(desc)), main_graph_(main_graph) {
   desc_->check_graph(main_graph_, "Engine");
   allocate();
+  for (size_t g = 0; g < desc_->graphs.size(); ++g) {
+    const auto& w = written_roots((int)g);
+    program_written_.insert(w.begin(), w.end());
+  }
   main_ = lower_graph_body(main_graph_);
 }
 
@@ -697,6 +701,20 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
   d.type = op.type;
   d.name = op.name;
   d.attrs = op.attrs;
+  // Inputs that only the host ever writes (weights no op updates,
+  // constants): kernels may cache work derived from them across runs.
+  {
+    std::vector<int64_t> fixed;
+    for (size_t i = 0; i < op.in.size(); ++i) {
+      int t = op.in[i];
+      if (t < 0) continue;
+      auto kind = desc_->tensors[root_[t]].kind;
+      if ((kind == TensorKind::Variable || kind == TensorKind::Constant) &&
+          !program_written_.count(root_[t]))
+        fixed.push_back((int64_t)i);
+    }
+    if (!fixed.empty()) d.attrs.values["__host_only_inputs"] = fixed;
+  }
   for (int t : op.in) d.in.push_back(t < 0 ? nullptr : &refs_[t]);
   for (int t : op.out) d.out.push_back(&refs_[t]);
   auto ex = std::make_unique<Execute>();
@@ -716,6 +734,7 @@ void Engine::run(std::vector<StreamBinding> bindings) {
   Exec ex;
   ex.desc = desc_.get();
   ex.ctx.run_index = run_index_++;
+  ex.ctx.host_write_epoch = host_write_epoch_;
   ex.streams = std::move(bindings);
   ex.profiling = profiling_;
   main_->run(ex);
@@ -728,6 +747,7 @@ void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {
     throw Error("write_tensor '" + r.name + "': got " + std::to_string(nbytes) +
                 " bytes, expected " + std::to_string(r.nbytes()));
   std::memcpy(r.data, src, nbytes);
+  host_write_epoch_++;
 }
 
 void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes) const {

@@ -102,6 +102,8 @@ class Engine {
   uint64_t run_index_ = 0;
   bool profiling_ = false;
   bool elide_copies_ = true;
+  uint64_t host_write_epoch_ = 1;
+  std::set<int> program_written_;  // roots any op of the program writes
   std::vector<std::vector<int>> members_;  // tensors sharing each root's storage
   std::vector<uint8_t*> home_;             // each root's own buffer
   std::map<int, std::set<int>> written_;

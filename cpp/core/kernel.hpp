@@ -90,6 +90,10 @@ struct OpDesc {
 // Services a running kernel may use.
 struct RunContext {
   uint64_t run_index = 0;  // number of Engine::run calls before this one
+  // Changes whenever the host writes any tensor (weights_from_host, ...):
+  // kernels caching a transformed copy of a tensor no op writes (a packed
+  // weight matrix) refresh it when this moves.
+  uint64_t host_write_epoch = 0;
 };
 
 class Kernel {

@@ -3,9 +3,11 @@
 // float32 uses the installed BLAS; float16 computes in float32 partials and
 // rounds once (as the IPU's AMP with float partials); other types use the
 // reference loop with a wide accumulator.
+#include <memory>
 #include <vector>
 
 #include "../core/blas.hpp"
+#include "../core/gemm.hpp"
 #include "common.hpp"
 
 namespace ipuxl {
@@ -65,6 +67,27 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
   }
   const double work = 2.0 * (double)nb * (double)M * (double)N * (double)K;
   const DType dt = a->dtype;
+  bool rhs_fixed = false;
+  for (int64_t i : d.attrs.ints("__host_only_inputs", {})) rhs_fixed = rhs_fixed || i == 1;
+  if (dt == DType::Float32 && rhs_fixed && nb == 1 && M > 0 && N > 0 && K > 0) {
+    // The rhs changes only when the host writes it: pack it once per host
+    // write instead of in every product (a weight matrix at inference).
+    auto packed = std::make_shared<gemm::PackedB>();
+    auto epoch = std::make_shared<uint64_t>(0);
+    return make_kernel(
+        [=](RunContext& ctx) {
+          if (*epoch != ctx.host_write_epoch) {
+            if (packed->K() == K && packed->N() == N)
+              packed->repack(tb, b->as<float>(), tb ? K : N);
+            else
+              *packed = gemm::PackedB(tb, K, N, b->as<float>(), tb ? K : N);
+            *epoch = ctx.host_write_epoch;
+          }
+          gemm::sgemm_packed(ta, M, 1.0f, a->as<float>(), ta ? M : K, *packed, 0.0f,
+                             o->as<float>(), N);
+        },
+        work);
+  }
   if (dt == DType::Float32) {
     return make_kernel(
         [=](RunContext&) {
