@@ -667,8 +667,9 @@ def main(argv=None) -> int:
               f"weights moved up to {moved:.2e})")
         for n, c in chk.items():
             print(f"  {n:<6} max loss rel diff {c['loss_rel_diff']:.2e}  "
-                  f"max weight abs diff {c['weight_abs_diff']:.2e} "
-                  f"(vs numpy float32 {c.get('weight_abs_diff_vs_numpy32', float('nan')):.2e})  "
+                  f"max weight abs diff {c['weight_abs_diff']:.2e}"
+                  + (f" (vs numpy float32 {c['weight_abs_diff_vs_numpy32']:.2e})"
+                     if "weight_abs_diff_vs_numpy32" in c else "") + "  "
                   f"{'ok' if c['ok'] else 'DISAGREES'}")
         print(flush=True)
 

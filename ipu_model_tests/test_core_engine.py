@@ -187,3 +187,36 @@ def test_weight_only_written_by_host_is_repacked_after_each_host_write():
     sess.write_variable_data(w, w1)  # detached: reaches the device on the next attach
     with sess:
         np.testing.assert_allclose(sess.run({xs: x})[ys], x @ w1, rtol=1e-5, atol=1e-5)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_bias_and_gelu_fuse_into_the_matmul_and_keep_results():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((80, 96)).astype(np.float32)
+    w = rng.standard_normal((96, 64)).astype(np.float32) * 0.2
+    b = rng.standard_normal(64).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream(x.shape, popxl.float32, name="x")
+        xt = ops.host_load(xs)
+        wt, bt = popxl.variable(w, name="w"), popxl.variable(b, name="b")
+        h1 = ops.gelu(xt @ wt + bt)                 # fused: bias + gelu
+        h2 = bt + xt @ wt                           # fused: bias first, no gelu
+        s3 = xt @ wt + bt                           # not fused into gelu: read twice
+        h3 = ops.gelu(s3) + s3
+        outs = []
+        for t in (h1, h2, h3):
+            s = popxl.d2h_stream(t.shape, t.dtype)
+            ops.host_store(s, t)
+            outs.append(s)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run({xs: x})
+        text = sess.engine.describe()
+    ref = x.astype(np.float64) @ w + b
+    np.testing.assert_allclose(got[outs[0]], _gelu_tanh(ref), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got[outs[1]], ref, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got[outs[2]], _gelu_tanh(ref) + ref, rtol=2e-5, atol=2e-5)
+    assert text.count("Execute(Gelu") == 1  # only the unfusable one runs on its own

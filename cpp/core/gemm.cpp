@@ -431,7 +431,10 @@ void run_block(bool ta, int64_t N, int64_t K, float alpha, const float* A, int64
 // Splits rows x panels over the pool (one parallel_for) when the product is
 // large enough to pay for waking the workers.
 void drive(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const BSource& bsrc, float beta, float* C, int64_t ldc, int nr) {
+           const BSource& bsrc, float beta, float* C, int64_t ldc, int nr, const Epilogue* ep) {
+  auto finish = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    if (ep && ep->fn && i0 < i1 && j0 < j1) ep->fn(ep->ctx, C, ldc, i0, i1, j0, j1);
+  };
   const int64_t np = (N + nr - 1) / nr;
   const double flops = 2.0 * (double)M * (double)N * (double)K;
   const int T = num_threads();
@@ -440,17 +443,20 @@ void drive(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A
     // products over contiguous rows of B^T beat packing B^T.
     if (T <= 1 || flops < 3.0e6) {
       run_dot(M, K, alpha, A, lda, bsrc.B, bsrc.ldb, beta, C, ldc, 0, N);
+      finish(0, M, 0, N);
       return;
     }
     const int64_t nj = (N + kDotJ - 1) / kDotJ;
     parallel_for(nj, 1, [&](int64_t b, int64_t e) {
       run_dot(M, K, alpha, A, lda, bsrc.B, bsrc.ldb, beta, C, ldc, b * kDotJ,
               std::min(N, e * kDotJ));
+      finish(0, M, b * kDotJ, std::min(N, e * kDotJ));
     });
     return;
   }
   if (T <= 1 || flops < 3.0e6) {
     run_block(ta, N, K, alpha, A, lda, bsrc, beta, C, ldc, nr, 0, M, 0, np);
+    finish(0, M, 0, N);
     return;
   }
   // Grid tr x tp of threads: minimise the largest share of micro-tiles, plus
@@ -478,6 +484,7 @@ void drive(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A
       const int64_t i1 = r + 1 == tr ? M : std::min(M, ntiles * (r + 1) / tr * MRMAX);
       run_block(ta, N, K, alpha, A, lda, bsrc, beta, C, ldc, nr, i0, i1, np * q / tp,
                 np * (q + 1) / tp);
+      finish(i0, i1, std::min(N, np * q / tp * nr), std::min(N, np * (q + 1) / tp * nr));
     }
   });
 }
@@ -555,34 +562,39 @@ void PackedB::repack(bool trans_b, const float* B, int64_t ldb) {
 }
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue* ep) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
+    if (ep && ep->fn) ep->fn(ep->ctx, C, ldc, 0, M, 0, N);
     return;
   }
 #if IPUXL_GEMM_SIMD
   BSource src{nullptr, tb, B, ldb};
-  drive(ta, M, N, K, alpha, A, lda, src, beta, C, ldc, choose_nr(N));
+  drive(ta, M, N, K, alpha, A, lda, src, beta, C, ldc, choose_nr(N), ep);
 #else
   sgemm_loops(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (ep && ep->fn) ep->fn(ep->ctx, C, ldc, 0, M, 0, N);
 #endif
 }
 
 void sgemm_packed(bool ta, int64_t M, float alpha, const float* A, int64_t lda,
-                  const PackedB& Bp, float beta, float* C, int64_t ldc) {
+                  const PackedB& Bp, float beta, float* C, int64_t ldc, const Epilogue* ep) {
   const int64_t N = Bp.N(), K = Bp.K();
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
+    if (ep && ep->fn) ep->fn(ep->ctx, C, ldc, 0, M, 0, N);
     return;
   }
 #if IPUXL_GEMM_SIMD
   BSource src{&Bp, false, nullptr, 0};
-  drive(ta, M, N, K, alpha, A, lda, src, beta, C, ldc, (int)Bp.panel_width());
+  drive(ta, M, N, K, alpha, A, lda, src, beta, C, ldc, (int)Bp.panel_width(), ep);
 #else
   // Packed panels of width one are op(B) transposed: B^T stored, ldb = K.
   sgemm_loops(ta, true, M, N, K, alpha, A, lda, Bp.panel(0), K, beta, C, ldc);
+  if (ep && ep->fn) ep->fn(ep->ctx, C, ldc, 0, M, 0, N);
 #endif
 }
 

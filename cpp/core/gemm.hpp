@@ -24,11 +24,20 @@ bool has_kernel();
 // "avx512", "avx2" or "portable".
 const char* kernel_name();
 
+// Work applied to finished blocks of C by the thread that computed them,
+// while they are still in its cache (bias add, activation): fn(ctx, C, ldc,
+// i0, i1, j0, j1) must transform exactly rows [i0, i1) x columns [j0, j1).
+struct Epilogue {
+  void (*fn)(const void* ctx, float* C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0,
+             int64_t j1) = nullptr;
+  const void* ctx = nullptr;
+};
+
 // Same contract as blas::sgemm (which calls it for the shapes where it is the
 // faster choice). M, N or K may be zero; beta == 0 never reads C.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-           int64_t ldc);
+           int64_t ldc, const Epilogue* ep = nullptr);
 
 // op(B)[K,N] packed once into the micro-kernel's panel layout, for a B
 // (weights) used by many products before it changes. Holds a copy: the
@@ -54,7 +63,8 @@ class PackedB {
 
 // C = alpha * op(A) @ Bp + beta * C with a pre-packed B (K and N from Bp).
 void sgemm_packed(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda,
-                  const PackedB& Bp, float beta, float* C, int64_t ldc);
+                  const PackedB& Bp, float beta, float* C, int64_t ldc,
+                  const Epilogue* ep = nullptr);
 
 }  // namespace gemm
 }  // namespace ipuxl

@@ -8,12 +8,57 @@
 
 #include "../core/blas.hpp"
 #include "../core/gemm.hpp"
+#include "fastmath.hpp"
 #include "common.hpp"
 
 namespace ipuxl {
 namespace {
 
+std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bias, bool gelu);
+
+// Bias add (and GELU) fused into the GEMM by the lowering: applied by the
+// thread that computed each block of the result, while it is in cache.
+struct BiasEpilogue {
+  const float* bias;
+  bool gelu;
+  static void apply(const void* c, float* C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0,
+                    int64_t j1) {
+    const auto* e = static_cast<const BiasEpilogue*>(c);
+    const float k = 0.7978845608028654f;  // sqrt(2/pi): the Gelu kernel's formula
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = C + i * ldc;
+      if (e->gelu) {
+        for (int64_t j = j0; j < j1; ++j) {
+          float x = row[j] + e->bias[j];
+          row[j] = 0.5f * x * (1.0f + fastmath::tanh(k * (x + 0.044715f * x * x * x)));
+        }
+      } else {
+        for (int64_t j = j0; j < j1; ++j) row[j] += e->bias[j];
+      }
+    }
+  }
+};
+
 std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
+  const std::string epilogue = d.attrs.s("epilogue", "");
+  if (!epilogue.empty()) {
+    if (epilogue != "bias" && epilogue != "bias_gelu")
+      d.fail("epilogue must be 'bias' or 'bias_gelu', got '" + epilogue + "'");
+    d.expect_arity(3, 1);
+    const TensorRef* bias = d.in[2];
+    if (bias->dtype != DType::Float32 || d.in[0]->dtype != DType::Float32)
+      d.fail("a fused epilogue needs float32 operands and bias");
+    if (d.out[0]->rank() != 2 || bias->nelms != d.out[0]->shape[1])
+      d.fail("a fused bias must have one value per output column of a 2-D product");
+    OpDesc plain = d;
+    plain.in.pop_back();
+    plain.attrs.values.erase("epilogue");
+    return matmul_factory_impl(plain, bias, epilogue == "bias_gelu");
+  }
+  return matmul_factory_impl(d, nullptr, false);
+}
+
+std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bias, bool gelu) {
   d.expect_arity(2, 1);
   d.expect_same_dtype(*d.in[0], *d.in[1]);
   d.expect_same_dtype(*d.in[0], *d.out[0]);
@@ -67,6 +112,7 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
   }
   const double work = 2.0 * (double)nb * (double)M * (double)N * (double)K;
   const DType dt = a->dtype;
+  if (bias && (dt != DType::Float32 || nb != 1)) d.fail("a fused epilogue needs a single float32 product");
   bool rhs_fixed = false;
   for (int64_t i : d.attrs.ints("__host_only_inputs", {})) rhs_fixed = rhs_fixed || i == 1;
   if (dt == DType::Float32 && rhs_fixed && nb == 1 && M > 0 && N > 0 && K > 0) {
@@ -83,8 +129,10 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
               *packed = gemm::PackedB(tb, K, N, b->as<float>(), tb ? K : N);
             *epoch = ctx.host_write_epoch;
           }
+          BiasEpilogue ec{bias ? bias->as<float>() : nullptr, gelu};
+          gemm::Epilogue ep{&BiasEpilogue::apply, &ec};
           gemm::sgemm_packed(ta, M, 1.0f, a->as<float>(), ta ? M : K, *packed, 0.0f,
-                             o->as<float>(), N);
+                             o->as<float>(), N, bias ? &ep : nullptr);
         },
         work);
   }
@@ -94,6 +142,12 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
           const float* A = a->as<float>();
           const float* B = b->as<float>();
           float* O = o->as<float>();
+          if (bias) {  // the lowering fuses only single (non-batched) products
+            BiasEpilogue ec{bias->as<float>(), gelu};
+            gemm::Epilogue ep{&BiasEpilogue::apply, &ec};
+            gemm::sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, O, N, &ep);
+            return;
+          }
           for (int64_t i = 0; i < nb; ++i)
             blas::sgemm(ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
                         B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);

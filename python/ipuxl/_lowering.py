@@ -101,6 +101,49 @@ def _fold_transposes_into_matmuls(g):
     return skip, rewired
 
 
+def _fuse_matmul_epilogues(g, skip, rewired):
+    """A float32 2-D MatMul whose only reader is ``+ bias`` (one value per
+    column), optionally followed by a Gelu that is the sum's only reader,
+    becomes one MatMul applying bias (and GELU) to each block of its result
+    in the GEMM. Returns ``{matmul op: (inputs, final output, epilogue)}`` and
+    adds the absorbed ops to ``skip``."""
+    consumers = {}
+    for op in g._ops:
+        for t in op.inputs:
+            if t is not None:
+                consumers.setdefault(id(t), []).append(op)
+    outputs = {id(t) for t in g._outputs}
+
+    def only_reader(t):
+        users = consumers.get(id(t), [])
+        if len(users) != 1 or id(t) in outputs:
+            return None
+        return users[0]
+
+    fused = {}
+    for op in g._ops:
+        if op.type != "MatMul" or op in skip:
+            continue
+        y = op.outputs[0]
+        if y.dtype.name != "float32" or y.rank != 2 or any(t.dtype.name != "float32" for t in op.inputs):
+            continue
+        add = only_reader(y)
+        if add is None or add.type != "Add" or add.outputs[0].shape != y.shape:
+            continue
+        bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
+        if bias is y or bias.dtype.name != "float32" or bias.shape not in ((y.shape[1],), (1, y.shape[1])):
+            continue
+        final, kind = add.outputs[0], "bias"
+        gelu = only_reader(final)
+        if gelu is not None and gelu.type == "Gelu":
+            final, kind = gelu.outputs[0], "bias_gelu"
+            skip.add(gelu)
+        skip.add(add)
+        ins = list(rewired[op][0]) if op in rewired else list(op.inputs)
+        fused[op] = (ins + [bias], final, kind)
+    return fused
+
+
 def lower_ir(ir) -> LoweredProgram:
     desc = core.ProgramDesc()
     prog = LoweredProgram(desc=desc, engine=None)
@@ -133,15 +176,19 @@ def lower_ir(ir) -> LoweredProgram:
     for g in graphs:
         gi = prog.graph_index[g]
         skip, rewired = _fold_transposes_into_matmuls(g)
+        fused = _fuse_matmul_epilogues(g, skip, rewired)
         for op in g._ops:
             if op in skip:
                 continue
-            inputs, attrs = op.inputs, _core_attrs(op, prog)
+            inputs, outputs, attrs = op.inputs, op.outputs, _core_attrs(op, prog)
             if op in rewired:
                 inputs, flags = rewired[op]
                 attrs["trans_lhs"], attrs["trans_rhs"] = flags
+            if op in fused:
+                inputs, final, attrs["epilogue"] = fused[op]
+                outputs = [final]
             ins = [-1 if t is None else prog.tensor_index[t] for t in inputs]
-            outs = [prog.tensor_index[t] for t in op.outputs]
+            outs = [prog.tensor_index[t] for t in outputs]
             desc.add_op(gi, op.type, op.name, ins, outs, attrs,
                         [prog.graph_index[cg] for cg in op.called_graphs],
                         [tuple(a) for a in op.aliases])
