@@ -220,3 +220,28 @@ def test_bias_and_gelu_fuse_into_the_matmul_and_keep_results():
     np.testing.assert_allclose(got[outs[1]], ref, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(got[outs[2]], _gelu_tanh(ref) + ref, rtol=2e-5, atol=2e-5)
     assert text.count("Execute(Gelu") == 1  # only the unfusable one runs on its own
+
+
+def test_results_nobody_reads_are_not_computed():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 3)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xv, wv = popxl.variable(x, name="x"), popxl.variable(w, name="w")
+        g = ir.create_graph(lambda a, b: ops.sum(a @ b), xv, wv)
+        info = ops.call_with_info(g, xv, wv)
+        gi = popxl.transforms.autodiff(g)
+        one = popxl.constant(np.float32(1.0))
+        dx, dw = ops.call(gi.graph, one, inputs_dict=gi.inputs_dict(info))  # dx unused
+        s = popxl.d2h_stream(dw.shape, dw.dtype)
+        ops.host_store(s, dw)
+        unused = ops.exp(wv)  # dead in the main graph too
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run()[s]
+        text = sess.engine.describe()
+    np.testing.assert_allclose(got, x.T @ np.ones((4, 3), np.float32), rtol=1e-5, atol=1e-5)
+    bwd = text.split(f"Function {gi.graph.name}:")[1].split("Function ")[0]
+    assert bwd.count("Execute(MatMul") == 1  # dW only; dX = G @ W^T is not run
+    assert "Execute(Exp" not in text
+    del unused

@@ -527,7 +527,11 @@ Function* Engine::function_for(int graph) {
 
 std::unique_ptr<Prog> Engine::lower_graph_body(int graph) {
   auto seq = std::make_unique<Sequence>();
-  for (int op_id : desc_->graphs[graph].ops) seq->body.push_back(lower_op(desc_->ops[op_id]));
+  for (int op_id : desc_->graphs[graph].ops) {
+    const auto& op = desc_->ops[op_id];
+    auto p = lower_op(op);  // built (and so validated) even when not run
+    if (!op.attrs.has("__dead")) seq->body.push_back(std::move(p));
+  }
   return seq;
 }
 

@@ -144,6 +144,53 @@ def _fuse_matmul_epilogues(g, skip, rewired):
     return fused
 
 
+_SIDE_EFFECTS = ("HostLoad", "HostStore", "PrintTensor", "RemoteCodeLoad", "Call", "Repeat", "If")
+
+
+def _prune_unread_outputs(ir, graphs, lowered):
+    """Outputs of a graph that no call site reads are dropped from the graph
+    and from its call sites (only for graphs called by plain calls: a
+    repeated graph carries all its outputs). A gradient graph's gradient for
+    an input nobody needs (the images of a training step) is the usual case.
+    Returns each graph's lowered outputs."""
+    reads = {}
+    for g in graphs:
+        r = set()
+        for _, inputs, _, _ in lowered[g]:
+            r.update(id(t) for t in inputs if t is not None)
+        r.update(id(t) for t in g._outputs)
+        reads[g] = r
+    by_op = {}
+    for g in graphs:
+        for entry in lowered[g]:
+            by_op[entry[0]] = (g, entry)
+    result = {}
+    for g in graphs:
+        sites = [by_op[s] for s in g._call_sites if s in by_op]
+        if g is ir.main_graph or not sites or any(e[0].type != "Call" for _, e in sites):
+            result[g] = list(g._outputs)
+            continue
+        keep = [k for k in range(len(g._outputs))
+                if any(id(e[2][k]) in reads[pg] for pg, e in sites)]
+        result[g] = [g._outputs[k] for k in keep]
+        for _, e in sites:
+            e[2] = [e[2][k] for k in keep]
+    return result
+
+
+def _drop_dead_ops(entries, outputs):
+    """Marks ops (without side effects) none of whose results is read: the
+    core still checks them (a malformed op is an error even if unused) but
+    does not run them."""
+    live = {id(t) for t in outputs}
+    for entry in reversed(entries):
+        op, inputs, outs, attrs = entry
+        if op.type in _SIDE_EFFECTS or op.modified or any(id(t) in live for t in outs):
+            live.update(id(t) for t in inputs if t is not None)
+        else:
+            attrs["__dead"] = 1
+
+
 def lower_ir(ir) -> LoweredProgram:
     desc = core.ProgramDesc()
     prog = LoweredProgram(desc=desc, engine=None)
@@ -173,26 +220,38 @@ def lower_ir(ir) -> LoweredProgram:
                 desc.set_tensor_data(idx, np.ascontiguousarray(t._host_data))
             elif kind == _KIND_VARIABLE:
                 prog.variables.append(t)
+    # 1. Each graph's ops as the core will run them (folds and fusions applied).
+    lowered = {}
     for g in graphs:
-        gi = prog.graph_index[g]
         skip, rewired = _fold_transposes_into_matmuls(g)
         fused = _fuse_matmul_epilogues(g, skip, rewired)
+        entries = []
         for op in g._ops:
             if op in skip:
                 continue
-            inputs, outputs, attrs = op.inputs, op.outputs, _core_attrs(op, prog)
+            inputs, outputs, attrs = list(op.inputs), list(op.outputs), _core_attrs(op, prog)
             if op in rewired:
                 inputs, flags = rewired[op]
                 attrs["trans_lhs"], attrs["trans_rhs"] = flags
             if op in fused:
                 inputs, final, attrs["epilogue"] = fused[op]
                 outputs = [final]
+            entries.append([op, list(inputs), outputs, attrs])
+        lowered[g] = entries
+    # 2. Results nobody reads are not computed.
+    graph_outputs = _prune_unread_outputs(ir, graphs, lowered)
+    for g in graphs:
+        _drop_dead_ops(lowered[g], graph_outputs[g])
+    # 3. Hand everything to the core.
+    for g in graphs:
+        gi = prog.graph_index[g]
+        for op, inputs, outputs, attrs in lowered[g]:
             ins = [-1 if t is None else prog.tensor_index[t] for t in inputs]
             outs = [prog.tensor_index[t] for t in outputs]
             desc.add_op(gi, op.type, op.name, ins, outs, attrs,
                         [prog.graph_index[cg] for cg in op.called_graphs],
                         [tuple(a) for a in op.aliases])
         desc.set_graph_io(gi, [prog.tensor_index[t] for t in g._inputs],
-                          [prog.tensor_index[t] for t in g._outputs])
+                          [prog.tensor_index[t] for t in graph_outputs[g]])
     prog.engine = core.Engine(desc, prog.graph_index[ir.main_graph])
     return prog
