@@ -5,6 +5,7 @@
 
 #include "core/blas.hpp"
 #include "core/engine.hpp"
+#include "core/gemm.hpp"
 #include "core/parallel.hpp"
 
 namespace py = pybind11;
@@ -174,6 +175,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("runs", &Engine::runs);
 
   m.def("kernel_names", &KernelRegistry::names);
+  m.def("gemm_kernel", []() { return std::string(gemm::kernel_name()); },
+        "The core's own float32 GEMM micro-kernel: 'avx512', 'avx2' or 'portable'.");
   m.def("set_sgemm", [](uintptr_t fn) { blas::set_sgemm(reinterpret_cast<void*>(fn)); },
         "Install a cblas_sgemm-compatible function pointer (0 to remove).");
   m.def("num_threads", &num_threads, "Threads the core's kernels use.");

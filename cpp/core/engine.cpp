@@ -266,13 +266,21 @@ struct TensorToStream : Prog {
   void count(std::map<std::string, int64_t>& c) const override { c["StreamCopy"]++; }
 };
 
-void* aligned_alloc64(size_t n) {
-  size_t rounded = ((n + 63) / 64) * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) throw Error("out of host memory allocating " + std::to_string(n) + " bytes");
-  std::memset(p, 0, rounded);
-  return p;
+// Zeroed, 64-byte aligned storage. calloc hands large blocks straight from
+// fresh (lazily zeroed) pages, so buffers that are never touched -- a called
+// graph's own input buffers when every call site binds the caller's tensors
+// -- cost address space but no memory.
+struct ArenaBlock {
+  void* base = nullptr;
+  uint8_t* data = nullptr;
+};
+ArenaBlock zeroed_alloc64(size_t n) {
+  ArenaBlock b;
+  b.base = std::calloc(n + 64, 1);
+  if (!b.base) throw Error("out of host memory allocating " + std::to_string(n) + " bytes");
+  uintptr_t p = (reinterpret_cast<uintptr_t>(b.base) + 63) & ~uintptr_t(63);
+  b.data = reinterpret_cast<uint8_t*>(p);
+  return b;
 }
 
 }  // namespace
@@ -315,8 +323,9 @@ void Engine::allocate() {
   std::vector<size_t> offset(ts.size(), 0);
   size_t total = plan_memory(offset);
   arena_bytes_ = total;
-  arena_ = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(
-      static_cast<uint8_t*>(aligned_alloc64(total)), [](uint8_t* p) { std::free(p); });
+  ArenaBlock block = zeroed_alloc64(total);
+  arena_base_ = std::unique_ptr<void, void (*)(void*)>(block.base, [](void* p) { std::free(p); });
+  arena_ = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(block.data, [](uint8_t*) {});
   for (size_t i = 0; i < ts.size(); ++i) refs_[i].data = arena_.get() + offset[root_[i]];
   for (size_t i = 0; i < ts.size(); ++i)
     if (!ts[i].data.empty()) std::memcpy(refs_[i].data, ts[i].data.data(), ts[i].data.size());

@@ -94,6 +94,7 @@ class Engine {
   int main_graph_;
   std::vector<TensorRef> refs_;  // one per tensor id; fixed after allocate()
   std::vector<int> root_;        // storage owner of each tensor (alias resolution)
+  std::unique_ptr<void, void (*)(void*)> arena_base_{nullptr, [](void*) {}};
   std::unique_ptr<uint8_t[], void (*)(uint8_t*)> arena_{nullptr, [](uint8_t*) {}};
   size_t arena_bytes_ = 0;
   size_t unplanned_bytes_ = 0;

@@ -73,8 +73,18 @@ class Session:
         ir._prepared = True
         self._prog: LoweredProgram = lower_ir(ir)
         self._engine = self._prog.engine
-        self._host: Dict[Variable, np.ndarray] = {
-            v: np.array(v._host_data, copy=True) for v in self._prog.variables}
+        # The host copy of each variable is the variable's own data, as in
+        # PopXL where the IR's tensor data is the host side of the weights
+        # (a Session owns its Ir). Read-only data (a memmap) is copied.
+        self._host: Dict[Variable, np.ndarray] = {}
+        for v in self._prog.variables:
+            data = v._host_data
+            if not (isinstance(data, np.ndarray) and data.flags.writeable and
+                    data.flags.c_contiguous and data.dtype == v.dtype.as_numpy()):
+                data = np.array(data, dtype=v.dtype.as_numpy(), order="C", copy=True)
+                if not isinstance(v._host_data, np.memmap):
+                    v._host_data = data
+            self._host[v] = data
         self._attached = False
         self._host_in_sync = True
         self._attach_stack: List[bool] = []
