@@ -5,6 +5,7 @@ in graph-then-creation order, so the lowered program is the same whatever
 PYTHONHASHSEED is. Attributes whose key starts with ``_`` stay in Python;
 ``_stream`` becomes the core's stream index.
 """
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List
 
@@ -144,6 +145,9 @@ def _fuse_matmul_epilogues(g, skip, rewired):
     return fused
 
 
+# IPUXL_NO_FUSION=1 lowers every op as written (for debugging and A/B timing).
+_NO_FUSION = os.environ.get("IPUXL_NO_FUSION", "") not in ("", "0")
+
 _SIDE_EFFECTS = ("HostLoad", "HostStore", "PrintTensor", "RemoteCodeLoad", "Call", "Repeat", "If")
 
 
@@ -223,8 +227,11 @@ def lower_ir(ir) -> LoweredProgram:
     # 1. Each graph's ops as the core will run them (folds and fusions applied).
     lowered = {}
     for g in graphs:
-        skip, rewired = _fold_transposes_into_matmuls(g)
-        fused = _fuse_matmul_epilogues(g, skip, rewired)
+        if _NO_FUSION:
+            skip, rewired, fused = set(), {}, {}
+        else:
+            skip, rewired = _fold_transposes_into_matmuls(g)
+            fused = _fuse_matmul_epilogues(g, skip, rewired)
         entries = []
         for op in g._ops:
             if op in skip:
