@@ -26,22 +26,6 @@ C safe_div(C x, C y) {
   }
 }
 
-template <class Op>
-KernelFactory arithmetic(Op op) {
-  return [op](const OpDesc& d) -> std::unique_ptr<Kernel> {
-    d.expect_arity(2, 1);
-    d.expect_same_dtype(*d.in[0], *d.in[1]);
-    d.expect_same_dtype(*d.in[0], *d.out[0]);
-    std::unique_ptr<Kernel> k;
-    bool ok = IPUXL_DISPATCH_NUMERIC(d.in[0]->dtype, {
-      using C = ct_t<scalar_t>;
-      k = make_binary<scalar_t, scalar_t>(d, [op](C x, C y) { return op(x, y); });
-    });
-    if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(d.in[0]->dtype));
-    return k;
-  };
-}
-
 // Integer overflow wraps (as on the IPU); signed overflow is UB in C++, so
 // integers go through unsigned arithmetic.
 struct AddF { template <class C> C operator()(C x, C y) const { return wrap_add(x, y); } };
@@ -60,13 +44,13 @@ struct DivF { template <class C> C operator()(C x, C y) const { return safe_div(
 
 }  // namespace
 
-IPUXL_REGISTER_KERNEL("Add", arithmetic(AddF{}));
-IPUXL_REGISTER_KERNEL("AddLhsInplace", arithmetic(AddF{}));
-IPUXL_REGISTER_KERNEL("Sub", arithmetic(SubF{}));
-IPUXL_REGISTER_KERNEL("SubLhsInplace", arithmetic(SubF{}));
-IPUXL_REGISTER_KERNEL("Mul", arithmetic(MulF{}));
-IPUXL_REGISTER_KERNEL("MulLhsInplace", arithmetic(MulF{}));
-IPUXL_REGISTER_KERNEL("Div", arithmetic(DivF{}));
-IPUXL_REGISTER_KERNEL("DivLhsInplace", arithmetic(DivF{}));
+IPUXL_REGISTER_KERNEL("Add", same_type_binary(AddF{}));
+IPUXL_REGISTER_KERNEL("AddLhsInplace", same_type_binary(AddF{}));
+IPUXL_REGISTER_KERNEL("Sub", same_type_binary(SubF{}));
+IPUXL_REGISTER_KERNEL("SubLhsInplace", same_type_binary(SubF{}));
+IPUXL_REGISTER_KERNEL("Mul", same_type_binary(MulF{}));
+IPUXL_REGISTER_KERNEL("MulLhsInplace", same_type_binary(MulF{}));
+IPUXL_REGISTER_KERNEL("Div", same_type_binary(DivF{}));
+IPUXL_REGISTER_KERNEL("DivLhsInplace", same_type_binary(DivF{}));
 
 }  // namespace ipuxl

@@ -83,4 +83,22 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
       (double)o->nelms);
 }
 
+// Factory for a binary op whose inputs and output share one numeric dtype:
+// out = op(a, b) in the compute type, with broadcasting.
+template <class Op>
+KernelFactory same_type_binary(Op op) {
+  return [op](const OpDesc& d) -> std::unique_ptr<Kernel> {
+    d.expect_arity(2, 1);
+    d.expect_same_dtype(*d.in[0], *d.in[1]);
+    d.expect_same_dtype(*d.in[0], *d.out[0]);
+    std::unique_ptr<Kernel> k;
+    bool ok = IPUXL_DISPATCH_NUMERIC(d.in[0]->dtype, {
+      using C = ct_t<scalar_t>;
+      k = make_binary<scalar_t, scalar_t>(d, [op](C x, C y) { return (C)op(x, y); });
+    });
+    if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(d.in[0]->dtype));
+    return k;
+  };
+}
+
 }  // namespace ipuxl

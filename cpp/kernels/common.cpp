@@ -36,4 +36,16 @@ std::vector<int64_t> broadcast_strides(const OpDesc& d, const Shape& in, const S
   return st;
 }
 
+AxisSplit split_at_axis(const OpDesc& d, const TensorRef& t, int64_t axis) {
+  if (t.rank() == 0) d.fail("the input must have rank >= 1");
+  if (axis < 0 || axis >= t.rank())
+    d.fail("axis " + std::to_string(axis) + " is out of range for input shape " +
+           shape_str(t.shape));
+  AxisSplit s;
+  s.n = t.shape[(size_t)axis];
+  for (int64_t i = 0; i < axis; ++i) s.outer *= t.shape[(size_t)i];
+  for (int64_t i = axis + 1; i < t.rank(); ++i) s.inner *= t.shape[(size_t)i];
+  return s;
+}
+
 }  // namespace ipuxl

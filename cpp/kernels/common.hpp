@@ -56,4 +56,11 @@ void for_each_broadcast(const Shape& out_shape, const std::vector<int64_t> (&str
   }
 }
 
+// A tensor viewed as [outer, n, inner] around one axis (for ops that run
+// along an axis: softmax, cumsum). Checks rank >= 1 and the axis range.
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisSplit split_at_axis(const OpDesc& d, const TensorRef& t, int64_t axis);
+
 }  // namespace ipuxl

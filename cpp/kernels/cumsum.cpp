@@ -38,15 +38,8 @@ std::unique_ptr<Kernel> cumsum_factory(const OpDesc& d) {
   const TensorRef* out = d.out[0];
   d.expect_same_dtype(*in, *out);
   d.expect_shape(*out, in->shape);
-  if (in->rank() == 0) d.fail("the input must have rank >= 1");
-  const int64_t axis = d.attrs.i("axis");
-  if (axis < 0 || axis >= in->rank())
-    d.fail("axis " + std::to_string(axis) + " is out of range for input shape " +
-           shape_str(in->shape));
-  int64_t outer = 1, inner = 1;
-  const int64_t n = in->shape[(size_t)axis];
-  for (int64_t i = 0; i < axis; ++i) outer *= in->shape[(size_t)i];
-  for (int64_t i = axis + 1; i < in->rank(); ++i) inner *= in->shape[(size_t)i];
+  const AxisSplit sp = split_at_axis(d, *in, d.attrs.i("axis"));
+  const int64_t outer = sp.outer, n = sp.n, inner = sp.inner;
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_NUMERIC(in->dtype, {
     using T = scalar_t;

@@ -64,22 +64,6 @@ struct PowF {
   }
 };
 
-template <class Op>
-KernelFactory numeric_binary(Op op) {
-  return [op](const OpDesc& d) -> std::unique_ptr<Kernel> {
-    d.expect_arity(2, 1);
-    d.expect_same_dtype(*d.in[0], *d.in[1]);
-    d.expect_same_dtype(*d.in[0], *d.out[0]);
-    std::unique_ptr<Kernel> k;
-    bool ok = IPUXL_DISPATCH_NUMERIC(d.in[0]->dtype, {
-      using C = ct_t<scalar_t>;
-      k = make_binary<scalar_t, scalar_t>(d, [op](C x, C y) { return (C)op(x, y); });
-    });
-    if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(d.in[0]->dtype));
-    return k;
-  };
-}
-
 // Elementwise maximum of N >= 1 inputs with NumPy broadcasting. NaN
 // propagates (as numpy.maximum). The output is written with input 0
 // broadcast, then folded with each further input; it must not alias an input.
@@ -181,8 +165,8 @@ std::unique_ptr<Kernel> increment_mod_factory(const OpDesc& d) {
 
 }  // namespace
 
-IPUXL_REGISTER_KERNEL("Fmod", numeric_binary(FmodF{}));
-IPUXL_REGISTER_KERNEL("Pow", numeric_binary(PowF{}));
+IPUXL_REGISTER_KERNEL("Fmod", same_type_binary(FmodF{}));
+IPUXL_REGISTER_KERNEL("Pow", same_type_binary(PowF{}));
 IPUXL_REGISTER_KERNEL("Max", max_factory);
 IPUXL_REGISTER_KERNEL("IncrementMod", increment_mod_factory);
 IPUXL_REGISTER_KERNEL("IncrementModInplace", increment_mod_factory);
