@@ -82,3 +82,56 @@ def test_submodule_imports_share_ipuxl_objects():
                        env=_env(), timeout=300)
     assert r.returncode == 0, r.stderr
     assert "shared" in r.stdout
+
+
+ADDONS_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import popxl
+    import popxl.ops as ops
+    import popxl_addons as addons
+
+
+    class Linear(addons.Module):
+        def __init__(self, out_features):
+            super().__init__()
+            self.out_features = out_features
+
+        def build(self, x):
+            w = self.add_variable_input("weight", lambda: np.full((x.shape[-1], self.out_features), 0.5,
+                                        np.float32), popxl.float32)
+            b = self.add_variable_input("bias", lambda: np.zeros(self.out_features, np.float32),
+                                        popxl.float32)
+            return x @ w + b
+
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.ones((2, 3), np.float32), name="x")
+        facts, graph = Linear(4).create_graph(x)
+        bwd = addons.autodiff(graph)
+        variables = facts.init()
+        info = graph.bind(variables).call_with_info(x)
+        y = info.outputs[0]
+        seed = popxl.constant(np.ones((2, 4), np.float32))
+        bwd_info = bwd.call_with_info(seed, args=bwd.grad_graph_info.inputs_dict(info))
+        grads = bwd.grad_graph_info.fwd_parent_ins_to_grad_parent_outs(info, bwd_info)
+        for v in variables.tensors:
+            ops.scaled_add_(v, grads[v], b=-0.1)
+        s = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(s, y)
+    with popxl.Session(ir, "ipu_model") as session:
+        out = session.run()[s]
+        w = session.get_tensor_data(variables.weight)
+    assert np.allclose(out, 1.5), out
+    assert np.allclose(w, 0.5 - 0.1 * 2.0), w  # dW = x^T @ ones = 2
+    print("addons ok", type(addons).__name__, addons.__name__)
+""")
+
+
+def test_ipuxl_run_executes_an_unmodified_popxl_addons_program(tmp_path):
+    script = tmp_path / "addons_prog.py"
+    script.write_text(ADDONS_SCRIPT)
+    r = subprocess.run([sys.executable, "-m", "ipuxl", "run", str(script)],
+                       capture_output=True, text=True, env=_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "addons ok module ipuxl.addons" in r.stdout
