@@ -61,5 +61,16 @@ inline float tanh(float x) {
   return ax < 0.625f ? small : big;
 }
 
+// GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715
+// x^3), computed as x / (1 + e^{-2u}) (the same function: 1 + tanh(u) =
+// 2 / (1 + e^{-2u})). One exp and one division instead of tanh's two
+// branches, and no cancellation in 1 + tanh(u) for negative x: very negative
+// x gives -0 (e^{-2u} overflows to inf); -inf and NaN give NaN as the tanh
+// form does.
+inline float gelu_tanh(float x) {
+  const float k2 = -2.0f * 0.7978845608028654f;
+  return x / (1.0f + fastmath::exp(k2 * (x + 0.044715f * x * x * x)));
+}
+
 }  // namespace fastmath
 }  // namespace ipuxl

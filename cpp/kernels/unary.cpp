@@ -103,6 +103,7 @@ struct FloorF { template <class C> C operator()(C x) const { return std::floor(x
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 struct GeluF {
   template <class C> C operator()(C x) const {
+    if constexpr (std::is_same_v<C, float>) return fastmath::gelu_tanh(x);
     const C k = (C)0.7978845608028654;  // sqrt(2/pi)
     return (C)0.5 * x * ((C)1 + tanh_c(k * (x + (C)0.044715 * x * x * x)));
   }

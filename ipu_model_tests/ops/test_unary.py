@@ -67,6 +67,22 @@ def test_float64(name):
     np.testing.assert_allclose(got, ref(x), rtol=1e-12, atol=1e-15)
 
 
+def test_gelu_tails_and_special_values():
+    # Deep negative tail (values down to ~1e-37), huge inputs and IEEE
+    # specials: float64 for the finite values, PyTorch's tanh GELU for the
+    # specials (-inf and NaN give NaN, +inf gives +inf).
+    x = np.concatenate([np.linspace(-12.0, 12.0, 241), [-30.0, -1e20, 1e20, 1e-30]])
+    x = x.astype(np.float32)
+    got = run_fn(ops.gelu, x)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = x64 / (1.0 + np.exp(-2.0 * np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-37)
+    specials = np.array([-np.inf, np.inf, np.nan], np.float32)
+    ref = torch.nn.functional.gelu(torch.from_numpy(specials), approximate="tanh").numpy()
+    np.testing.assert_array_equal(run_fn(ops.gelu, specials), ref)
+
+
 def test_special_values():
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0], np.float32)
     with np.errstate(all="ignore"):
