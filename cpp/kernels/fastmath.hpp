@@ -62,14 +62,36 @@ inline float tanh(float x) {
 }
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715
-// x^3), computed as x / (1 + e^{-2u}) (the same function: 1 + tanh(u) =
+// x^3), computed as x / (1 + e^z), z = -2u (the same function: 1 + tanh(u) =
 // 2 / (1 + e^{-2u})). One exp and one division instead of tanh's two
-// branches, and no cancellation in 1 + tanh(u) for negative x: very negative
-// x gives -0 (e^{-2u} overflows to inf); -inf and NaN give NaN as the tanh
-// form does.
+// branches, and no cancellation in 1 + tanh(u) for negative x. The exp is
+// inlined with a single 2^n scale (z is clamped to [-88, 88], where that
+// is exact) and no special cases: about 30 vector operations, 25% fewer
+// than fastmath::exp's general form, which matters in the GEMM epilogue.
+// z > 88 (x below about -10) gives -0 (and NaN for -inf, as the tanh form);
+// NaN stays NaN.
 inline float gelu_tanh(float x) {
-  const float k2 = -2.0f * 0.7978845608028654f;
-  return x / (1.0f + fastmath::exp(k2 * (x + 0.044715f * x * x * x)));
+  const float a = -2.0f * 0.7978845608028654f, b = a * 0.044715f;
+  float z = x * (a + b * (x * x));
+  const bool tail = z > 88.0f;
+  z = tail ? 88.0f : z;
+  z = z < -88.0f ? -88.0f : z;
+  // e^z as in fastmath::exp: z = n ln 2 + r, e^r by its Cephes polynomial.
+  const float magic = 12582912.0f;
+  const float fn = (z * 1.44269504088896341f + magic) - magic;
+  float r = z - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  const float r2 = r * r;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r2 + r + 1.0f;
+  const float e = p * as_float(((int32_t)fn + 127) << 23);  // n in [-127, 127]
+  const float out = x / (1.0f + e);
+  return tail ? x * 0.0f : out;
 }
 
 }  // namespace fastmath
