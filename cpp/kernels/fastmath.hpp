@@ -20,6 +20,24 @@ inline float as_float(int32_t u) {
   return f;
 }
 
+// e^x = 2^n e^r for x already clamped to about [-88, 88]: returns e^r (its
+// Cephes polynomial, r = x - n ln 2 in two parts) and n (as a float) in fn.
+inline float exp_reduced(float x, float& fn) {
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick.
+  const float magic = 12582912.0f;
+  fn = (x * 1.44269504088896341f + magic) - magic;
+  float r = x - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  const float r2 = r * r;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  return p * r2 + r + 1.0f;
+}
+
 // e^x. Overflows to +inf above ~88.72, underflows to 0 below ~-87.3 (the
 // subnormal range is flushed, as on the IPU).
 inline float exp(float x) {
@@ -28,19 +46,8 @@ inline float exp(float x) {
   // every step below and comes out as NaN.
   float xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts.
-  const float magic = 12582912.0f;
-  float fn = (xc * 1.44269504088896341f + magic) - magic;
-  float r = xc - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  float r2 = r * r;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r2 + r + 1.0f;
+  float fn;
+  const float p = exp_reduced(xc, fn);
   // 2^n as two factors so that n = 128 and n = -126 stay representable.
   int32_t n = (int32_t)fn;
   int32_t n1 = n >> 1, n2 = n - n1;
@@ -76,19 +83,8 @@ inline float gelu_tanh(float x) {
   const bool tail = z > 88.0f;
   z = tail ? 88.0f : z;
   z = z < -88.0f ? -88.0f : z;
-  // e^z as in fastmath::exp: z = n ln 2 + r, e^r by its Cephes polynomial.
-  const float magic = 12582912.0f;
-  const float fn = (z * 1.44269504088896341f + magic) - magic;
-  float r = z - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  const float r2 = r * r;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r2 + r + 1.0f;
+  float fn;
+  const float p = exp_reduced(z, fn);
   const float e = p * as_float(((int32_t)fn + 127) << 23);  // n in [-127, 127]
   const float out = x / (1.0f + e);
   return tail ? x * 0.0f : out;
