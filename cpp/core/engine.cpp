@@ -638,7 +638,8 @@ std::unique_ptr<Prog> Engine::lower_op(const OpRecord& op) {
     }
     for (int64_t idx : op.attrs.ints("modified", {})) {
       if (idx < 0 || idx >= (int64_t)op.in.size()) fail("modified input index out of range");
-      seq->body.push_back(copy(g.inputs[idx], op.in[idx]));
+      // An input bound in place was written in the caller's storage already.
+      if (!in_place_in[(size_t)idx]) seq->body.push_back(copy(g.inputs[idx], op.in[idx]));
     }
     return seq;
   }

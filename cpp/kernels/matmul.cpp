@@ -37,11 +37,43 @@ struct BiasEpilogue {
   }
 };
 
+// C = alpha * op(A) @ op(B) + beta * C into the third input, which the output
+// aliases: a weight update scaled_add_(W, X^T @ G, b=-lr) folded by the
+// lowering, so the gradient is never stored and W is read and written once.
+std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
+  d.expect_arity(3, 1);
+  const TensorRef* a = d.in[0];
+  const TensorRef* b = d.in[1];
+  const TensorRef* c = d.in[2];
+  const TensorRef* o = d.out[0];
+  for (const TensorRef* t : {a, b, c})
+    if (t->dtype != DType::Float32 || t->rank() != 2)
+      d.fail("an accumulating product needs 2-D float32 operands; '" + t->name + "' is " +
+             dtype_name(t->dtype) + shape_str(t->shape));
+  if (o->data != c->data)
+    d.fail("the output must alias the accumulated input '" + c->name + "'");
+  const bool ta = d.attrs.i("trans_lhs", 0) != 0, tb = d.attrs.i("trans_rhs", 0) != 0;
+  const int64_t M = a->shape[ta ? 1 : 0], K = a->shape[ta ? 0 : 1];
+  const int64_t K2 = b->shape[tb ? 1 : 0], N = b->shape[tb ? 0 : 1];
+  if (K != K2)
+    d.fail("contraction dimensions differ: " + shape_str(a->shape) + " @ " + shape_str(b->shape));
+  d.expect_shape(*c, Shape{M, N});
+  d.expect_shape(*o, Shape{M, N});
+  const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
+  return make_kernel(
+      [=](RunContext&) {
+        blas::sgemm(ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K, b->as<float>(),
+                    tb ? K : N, beta, o->as<float>(), N);
+      },
+      2.0 * (double)M * (double)N * (double)K);
+}
+
 std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
   const std::string epilogue = d.attrs.s("epilogue", "");
+  if (epilogue == "accumulate") return accumulate_factory(d);
   if (!epilogue.empty()) {
     if (epilogue != "bias" && epilogue != "bias_gelu")
-      d.fail("epilogue must be 'bias' or 'bias_gelu', got '" + epilogue + "'");
+      d.fail("epilogue must be 'bias', 'bias_gelu' or 'accumulate', got '" + epilogue + "'");
     d.expect_arity(3, 1);
     const TensorRef* bias = d.in[2];
     if (bias->dtype != DType::Float32 || d.in[0]->dtype != DType::Float32)
