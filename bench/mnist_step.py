@@ -317,7 +317,8 @@ class IpuxlPeer:
 
         # Compile time runs from here to the end of the first run.
         self.session_start = time.perf_counter()
-        self.session = popxl.Session(ir, opts.get("device", "ipu_model"))
+        self.session = popxl.Session(ir, opts.get("device", "ipu_model"),
+                                     share_host_weights=opts.get("share_host_weights", True))
         self.session.__enter__()
         self.img_stream, self.label_stream, self.loss_stream = img_stream, label_stream, loss_stream
         named = variables.to_dict()

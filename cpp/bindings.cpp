@@ -155,6 +155,26 @@ PYBIND11_MODULE(_core, m) {
              e.write_tensor(t, static_cast<const uint8_t*>(info.ptr),
                             (size_t)info.size * (size_t)info.itemsize);
            })
+      .def("program_writes", &Engine::program_writes, py::arg("tensor"))
+      .def(
+          "bind_external",
+          [](Engine& e, int t, py::array& a) {
+            auto info = checked_buffer(a, 0, true, "bind_external");
+            e.bind_external(t, static_cast<uint8_t*>(info.ptr),
+                            (size_t)info.size * (size_t)info.itemsize);
+          },
+          py::arg("tensor"), py::arg("array"), py::keep_alive<1, 3>())
+      .def("unbind_external", &Engine::unbind_external, py::arg("tensor"))
+      .def(
+          "tensor_address",
+          [](const Engine& e, int t) { return reinterpret_cast<uintptr_t>(e.tensor(t).data); },
+          py::arg("tensor"), "Address of a tensor's storage now (for tests and memory reports).")
+      .def(
+          "tensor_names", [](const Engine& e) {
+            py::list out;
+            for (int i = 0; i < e.num_tensors(); ++i) out.append(e.tensor(i).name);
+            return out;
+          })
       .def("read_tensor",
            [](const Engine& e, int t, py::array& a) {
              auto info = checked_buffer(a, 0, true, "read_tensor");

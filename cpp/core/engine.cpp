@@ -760,7 +760,42 @@ void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {
   if (nbytes != r.nbytes())
     throw Error("write_tensor '" + r.name + "': got " + std::to_string(nbytes) +
                 " bytes, expected " + std::to_string(r.nbytes()));
-  std::memcpy(r.data, src, nbytes);
+  if (r.data != src) std::memcpy(r.data, src, nbytes);  // equal: bound to the host array
+  host_write_epoch_++;  // kernels' caches of host-only tensors are stale either way
+}
+
+bool Engine::program_writes(int tensor) const {
+  desc_->check_tensor(tensor, "program_writes");
+  return program_written_.count(root_[tensor]) != 0;
+}
+
+void Engine::bind_external(int tensor, uint8_t* data, size_t nbytes) {
+  desc_->check_tensor(tensor, "bind_external");
+  const auto& td = desc_->tensors[tensor];
+  auto& r = refs_[tensor];
+  if (td.kind != TensorKind::Variable || td.graph != main_graph_ || root_[tensor] != tensor)
+    throw Error("bind_external '" + r.name + "': only a main-graph variable can use host memory");
+  if (nbytes != r.nbytes())
+    throw Error("bind_external '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    throw Error("bind_external '" + r.name + "': host memory must be 64-byte aligned");
+  // Kernels, copies and call-site binds read each TensorRef's data pointer
+  // when they run, so repointing every alias of the variable is enough.
+  arena_home_.emplace(tensor, home_[tensor]);
+  for (int m : members_[tensor]) refs_[m].data = data;
+  home_[tensor] = data;
+  host_write_epoch_++;
+}
+
+void Engine::unbind_external(int tensor) {
+  desc_->check_tensor(tensor, "unbind_external");
+  auto it = arena_home_.find(tensor);
+  if (it == arena_home_.end()) return;
+  std::memcpy(it->second, refs_[tensor].data, refs_[tensor].nbytes());
+  for (int m : members_[tensor]) refs_[m].data = it->second;
+  home_[tensor] = it->second;
+  arena_home_.erase(it);
   host_write_epoch_++;
 }
 
@@ -770,7 +805,7 @@ void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes) const {
   if (nbytes != r.nbytes())
     throw Error("read_tensor '" + r.name + "': got " + std::to_string(nbytes) +
                 " bytes, expected " + std::to_string(r.nbytes()));
-  std::memcpy(dst, r.data, nbytes);
+  if (dst != r.data) std::memcpy(dst, r.data, nbytes);
 }
 
 std::string Engine::describe() const {

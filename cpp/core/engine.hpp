@@ -58,7 +58,17 @@ class Engine {
   void write_tensor(int tensor, const uint8_t* src, size_t nbytes);
   void read_tensor(int tensor, uint8_t* dst, size_t nbytes) const;
 
+  // True when some op of the program writes the tensor's storage (a
+  // variable the program updates, as opposed to one only the host writes).
+  bool program_writes(int tensor) const;
+  // Moves a main-graph variable's storage to caller-owned memory of the
+  // same size, 64-byte aligned, that outlives the Engine (the Session's host
+  // array, so the device copy and the host copy are one buffer).
+  void bind_external(int tensor, uint8_t* data, size_t nbytes);
+  // Back to the Engine's own storage, keeping the current values.
+  void unbind_external(int tensor);
   const TensorRef& tensor(int id) const { return refs_.at(id); }
+  int num_tensors() const { return (int)refs_.size(); }
   std::string describe() const;
   std::map<std::string, int64_t> program_counts() const;
   // Per-Execute host time, when profiling is on (off by default: it costs a
@@ -107,6 +117,7 @@ class Engine {
   std::set<int> program_written_;  // roots any op of the program writes
   std::vector<std::vector<int>> members_;  // tensors sharing each root's storage
   std::vector<uint8_t*> home_;             // each root's own buffer
+  std::map<int, uint8_t*> arena_home_;     // bound variables' arena buffers
   std::map<int, std::set<int>> written_;
   std::vector<std::unique_ptr<ExecProfile>> profiles_;
 };

@@ -8,11 +8,13 @@ context attaches, ``weights_to_host`` when it detaches, lazily on
 """
 import os
 import sys
-from typing import Dict, Iterable, List, Mapping, Optional
+import weakref
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 
 import numpy as np
 
 from . import dtypes
+from ._host_memory import aligned_copy, is_aligned
 from ._lowering import LoweredProgram, lower_ir
 from .ir import Ir
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -37,9 +39,24 @@ class Session:
     ``"ipu_model"`` and ``"cpu"`` run the ipuxl simulator. ``"ipu_hw"`` needs a
     Poplar SDK bridge, which ipuxl does not ship: it runs on the simulator
     after a one-line warning, or raises if ``IPUXL_REQUIRE_IPU_HW=1``.
+
+    Host and device copies of variables follow PopXL. On the simulator the
+    device copy of a variable no op writes lives in its host array (the two
+    are always equal there, so nothing observable changes and the weights
+    of an inference program are held once).
+
+    ``share_host_weights=True`` (an ipuxl extension, like JAX's buffer
+    donation) does the same for variables the program updates: a training
+    program then holds one copy of its weights, and ``weights_to_host`` is
+    free. The price is PopXL's separate host copy: the host values are
+    always the device's current values, so ``weights_from_host`` cannot
+    restore values from before a run, and leaving the context after an
+    exception or with ``weights_to_host_on_exit=False`` leaves the device
+    values on the host. Only one live Session per Ir shares host arrays.
     """
 
-    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True):
+    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
+                 *, share_host_weights: bool = False):
         if not isinstance(ir, Ir):
             raise TypeError(f"Session expects an Ir, got {type(ir).__name__}")
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE", device_desc) \
@@ -85,6 +102,7 @@ class Session:
                 if not isinstance(v._host_data, np.memmap):
                     v._host_data = data
             self._host[v] = data
+        self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
         self._host_in_sync = True
         self._attach_stack: List[bool] = []
@@ -93,6 +111,44 @@ class Session:
         self._d2h = frozenset(ir.get_all_d2h_streams())
         self._io = {s: (self._prog.stream_index[s], self._full_shape(s.shape),
                         s.dtype.as_numpy()) for s in self._h2d | self._d2h}
+
+    def _share_host_arrays(self, share_written: bool) -> FrozenSet[Variable]:
+        """Lets variables use their host arrays as device storage: always for
+        those no op writes (both copies stay equal, so nothing can tell),
+        and for written ones with ``share_host_weights``.
+
+        The host arrays belong to the Ir, and every Session on it writes
+        them (``weights_to_host``, ``write_variable_data``): with two live
+        Sessions on one Ir, neither shares, so one's host writes never reach
+        the other's device."""
+        sessions = self._ir.__dict__.setdefault("_sessions", weakref.WeakSet())
+        others = list(sessions)
+        sessions.add(self)
+        if others:
+            for s in others:
+                s._unshare()
+            return frozenset()
+        shared = set()
+        for v, data in self._host.items():
+            idx = self._prog.tensor_index[v]
+            size = v.nelms * v.dtype.itemsize
+            if isinstance(data, np.memmap) or size == 0 or data.nbytes != size:
+                continue
+            if self._engine.program_writes(idx) and not share_written:
+                continue
+            if not is_aligned(data):
+                data = aligned_copy(data)
+                v._host_data = self._host[v] = data
+            self._engine.bind_external(idx, data)
+            shared.add(v)
+        return frozenset(shared)
+
+    def _unshare(self) -> None:
+        """Gives every shared variable its own device storage again (with
+        the current device values)."""
+        for v in self._shared:
+            self._engine.unbind_external(self._prog.tensor_index[v])
+        self._shared = frozenset()
 
     # ---- properties
     @property
@@ -106,6 +162,11 @@ class Session:
     @property
     def is_attached(self) -> bool:
         return self._attached
+
+    @property
+    def shared_variables(self) -> FrozenSet[Variable]:
+        """Variables whose device storage is their host array (ipuxl)."""
+        return self._shared
 
     @property
     def engine(self):

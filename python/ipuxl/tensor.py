@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Unio
 import numpy as np
 
 from . import dtypes
+from ._host_memory import aligned_copy
 from .context import get_current_context, get_current_graph, get_main_graph
 from .errors import UndefinedValue
 
@@ -380,20 +381,17 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
         dt = dtypes.dtype.as_dtype(dtype)
         if dt.as_numpy().fields is not None:
             raise NotImplementedError(f"{what}: dtype {dt} (fp8) is not supported by ipuxl")
-        arr = np.array(data, dtype=dt.as_numpy(), copy=True)
-        return arr, dt
-    if isinstance(data, np.memmap):
-        arr = data
-    else:
-        arr = np.array(data, copy=True)
+        return aligned_copy(data, dt.as_numpy()), dt
+    arr = data if isinstance(data, np.memmap) else np.asarray(data)
     if arr.dtype == object:
         raise TypeError(f"{what}: cannot convert {type(data).__name__} to a tensor")
     dt = dtypes.dtype.as_dtype(arr.dtype)
     if downcast:
         dt2 = dtypes._downcast(dt)
         if dt2 is not dt:
-            arr = arr.astype(dt2.as_numpy())
-            dt = dt2
+            return aligned_copy(arr, dt2.as_numpy()), dt2
+    if not isinstance(arr, np.memmap):
+        arr = aligned_copy(arr)  # the Ir's own copy, which a Session may share
     return arr, dt
 
 
