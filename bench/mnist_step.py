@@ -19,6 +19,9 @@ The peers:
   ``addons.autodiff``, ``addons.ops.cross_entropy_with_grad``, SGD with
   ``ops.scaled_add_`` on the variables, images and labels through host
   streams, the loss stored to a host stream; one ``Session.run`` per step.
+  The Session shares the host arrays of the weights as their device storage
+  (``share_host_weights=True``, the counterpart of the JAX peer's donated
+  parameters); the peak RSS with PopXL's separate host copy is reported too.
 * ``numpy``: forward, backward and update written by hand in NumPy.
 * ``torch``: PyTorch eager, autograd, ``torch.optim.SGD``.
 * ``jax``: one ``jax.jit``-compiled step (``value_and_grad`` + SGD, parameters
@@ -543,6 +546,16 @@ def measure_rss(names, args, ctx, opts):
                 out[name] = p.call("rss")
         finally:
             p.close()
+    # ipuxl again with PopXL's separate host copy of the weights (the peer
+    # above shares them: Session(..., share_host_weights=True)).
+    if "ipuxl" in out:
+        p = Peer("ipuxl", dict(opts, share_host_weights=False), ctx)
+        try:
+            p.call("setup", args.batch_small)
+            p.call("run", args.batch_small, args.rss_steps)
+            out["ipuxl host copy"] = p.call("rss")
+        finally:
+            p.close()
     # A worker that only holds the batch pool: the common baseline.
     conn, child = ctx.Pipe()
     proc = ctx.Process(target=_baseline_worker, args=(child, opts, args.batch_small), daemon=True)
@@ -754,6 +767,9 @@ def main(argv=None) -> int:
               f"{r['first_step_s']:>13.3f}{r['first_step_ratio']:>7.2f}"
               f"{fmt_bytes(rss[n]):>12}{r['rss_ratio']:>7.2f}")
     print(f"{'python+numpy':<12} baseline process peak RSS {fmt_bytes(rss['python+numpy'])}")
+    if "ipuxl host copy" in rss:
+        print(f"ipuxl peak RSS with PopXL's separate host copy of the weights "
+              f"(share_host_weights=False): {fmt_bytes(rss['ipuxl host copy'])}")
     if any(r["epoch_extrapolated"] for r in rows.values()):
         print(f"* extrapolated from {args.epoch_partial} steps")
     s8, s128 = setup["ipuxl"][args.batch_small], setup["ipuxl"][args.batch_large]
@@ -765,6 +781,7 @@ def main(argv=None) -> int:
           f"{args.rss_steps} steps")
     print("load average after: " + " ".join(f"{x:.2f}" for x in result["load_after"]))
     result.update({"table": rows, "rss_baseline_bytes": rss["python+numpy"],
+                   "rss_ipuxl_host_copy_bytes": rss.get("ipuxl host copy"),
                    "options": vars(args)})
 
     if prof:

@@ -44,7 +44,8 @@ def test_update_in_the_same_graph_is_one_gemm_and_reads_around_it_see_the_right_
     x, g, w0 = _f32(6, 5), _f32(6, 4), _f32(5, 4)
     ir = popxl.Ir()
     with ir.main_graph:
-        xv, gv, w = popxl.variable(x, name="x"), popxl.variable(g, name="g"), popxl.variable(w0, name="w")
+        xv, gv = popxl.variable(x, name="x"), popxl.variable(g, name="g")
+        w = popxl.variable(w0, name="w")
         before = xv @ w                       # reads the old w
         dw = ops.transpose(xv) @ gv
         w_new = ops.scaled_add_(w, dw, a=0.9, b=-0.1)
@@ -65,7 +66,8 @@ def test_operand_written_between_product_and_update_keeps_the_product_where_it_w
     x, g, w0 = _f32(6, 5), _f32(6, 4), _f32(5, 4)
     ir = popxl.Ir()
     with ir.main_graph:
-        xv, gv, w = popxl.variable(x, name="x"), popxl.variable(g, name="g"), popxl.variable(w0, name="w")
+        xv, gv = popxl.variable(x, name="x"), popxl.variable(g, name="g")
+        w = popxl.variable(w0, name="w")
         dw = ops.transpose(xv) @ gv
         ops.add_(gv, popxl.constant(np.float32(1.0)))  # the product's operand changes here
         ops.scaled_add_(w, dw, b=-0.5)
@@ -132,7 +134,8 @@ def test_product_computed_before_the_callee_reads_the_weight_is_applied_after_th
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv, w = popxl.variable(a, name="a"), popxl.variable(c, name="c"), popxl.variable(w0, name="w")
+        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
+        w = popxl.variable(w0, name="w")
 
         def grads(p, q, wi):
             dw = ops.transpose(p) @ q            # the weight gradient comes first ...
@@ -155,7 +158,8 @@ def test_update_of_a_weight_the_gradient_graph_does_not_read_adds_an_input():
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv, w = popxl.variable(a, name="a"), popxl.variable(c, name="c"), popxl.variable(w0, name="w")
+        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
+        w = popxl.variable(w0, name="w")
         g = ir.create_graph(lambda p, q: ops.transpose(p) @ q, av, cv)
         (prod,) = ops.call(g, av, cv)
         ops.scaled_add_(w, prod, a=0.5, b=2.0)
@@ -168,12 +172,14 @@ def test_update_of_a_weight_the_gradient_graph_does_not_read_adds_an_input():
     assert "w__updated_in_place" in text or "Bind(" in text
 
 
-@pytest.mark.parametrize("case", ["read_between", "two_call_sites", "tensor_scale", "grad_also_read"])
+@pytest.mark.parametrize("case", ["read_between", "two_call_sites", "tensor_scale",
+                                  "grad_also_read"])
 def test_updates_that_cannot_move_stay_where_they_are(case):
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv, w = popxl.variable(a, name="a"), popxl.variable(c, name="c"), popxl.variable(w0, name="w")
+        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
+        w = popxl.variable(w0, name="w")
         lr = popxl.variable(np.float32(-0.25), name="lr")
         g = ir.create_graph(lambda p, q: ops.transpose(p) @ q, av, cv)
         (prod,) = ops.call(g, av, cv)

@@ -6,7 +6,6 @@ PYTHONHASHSEED is. Attributes whose key starts with ``_`` stay in Python;
 ``_stream`` becomes the core's stream index.
 """
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List
 
 import numpy as np
@@ -30,16 +29,18 @@ class _SyntheticInput:
         self.id, self.dtype, self.shape = name, dtype, tuple(shape)
 
 
-@dataclass
 class LoweredProgram:
-    desc: object
-    engine: object
-    graph_index: Dict[object, int] = field(default_factory=dict)
-    tensor_index: Dict[Tensor, int] = field(default_factory=dict)
-    stream_index: Dict[_Stream, int] = field(default_factory=dict)
-    streams: List[_Stream] = field(default_factory=list)
-    stream_item_bytes: List[int] = field(default_factory=list)
-    variables: List[Variable] = field(default_factory=list)
+    """The core's ProgramDesc and Engine, and where each graph, tensor,
+    stream and variable of the Ir went in them."""
+
+    def __init__(self, desc, engine):
+        self.desc, self.engine = desc, engine
+        self.graph_index: Dict[object, int] = {}
+        self.tensor_index: Dict[Tensor, int] = {}
+        self.stream_index: Dict[_Stream, int] = {}
+        self.streams: List[_Stream] = []
+        self.stream_item_bytes: List[int] = []
+        self.variables: List[Variable] = []
 
 
 def _reachable_graphs(ir):

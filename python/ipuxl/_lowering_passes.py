@@ -161,7 +161,8 @@ def mark_dead_ops(entries: List[Entry], outputs) -> None:
     unused) but does not run them."""
     live = {id(t) for t in outputs}
     for e in reversed(entries):
-        if e.type in SIDE_EFFECTS or e.attrs.get("modified") or any(id(t) in live for t in e.outputs):
+        if (e.type in SIDE_EFFECTS or e.attrs.get("modified")
+                or any(id(t) in live for t in e.outputs)):
             live.update(id(t) for t in e.inputs if t is not None)
         else:
             e.attrs["__dead"] = 1

@@ -21,8 +21,8 @@ as a gradient reaches it for an input that needs one — never a silent
 partial gradient.
 """
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence
+from typing import (TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, List, NamedTuple,
+                    Optional, Sequence)
 
 if TYPE_CHECKING:
     from .op import Op
@@ -34,11 +34,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class GradRule:
+class GradRule(NamedTuple):
+    """An op type's gradient rule: ``build(ctx)`` returns one gradient per
+    input; inputs in ``nondiff`` never get one."""
     op_type: str
     build: Callable[["GradContext"], Sequence[Optional["Tensor"]]]
-    nondiff: FrozenSet[int] = field(default_factory=frozenset)
+    nondiff: FrozenSet[int] = frozenset()
 
 
 _RULES: Dict[str, GradRule] = {}

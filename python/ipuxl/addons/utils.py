@@ -3,7 +3,6 @@ multi-line repr and ``idx``, ``WeightsDict`` (validated variable → array
 mapping), ``timer``, ``null_context``, ``suffix_graph_name``, ``overrides``
 and ``duplicate_items``."""
 import collections
-import logging
 import re
 import time
 from collections.abc import MutableMapping
@@ -87,6 +86,8 @@ def suffix_graph_name(name: str, suffix: str) -> str:
 def timer(title=None, log_to_wandb: bool = True):
     """Log (at INFO level) how long the block took. ``log_to_wandb`` is
     accepted for compatibility; ipuxl does not talk to Weights & Biases."""
+    import logging  # only here: keeps logging out of every ipuxl process
+
     t0 = time.perf_counter()
     logging.info(f"Starting {title or ''}")
     yield
