@@ -211,7 +211,7 @@ def _accumulating_matmul(m: Entry, w, out, a: float, b: float) -> Entry:
 
 def _is_plain_product(m: Entry, like) -> bool:
     return (m.type == "MatMul" and "epilogue" not in m.attrs and len(m.inputs) == 2
-            and all(t is not None and _f32(t) for t in m.inputs)
+            and all(t is not None and _f32(t) and len(t.shape) == 2 for t in m.inputs)
             and tuple(m.outputs[0].shape) == tuple(like.shape) and len(like.shape) == 2)
 
 
