@@ -382,7 +382,7 @@ def peak_rss_bytes() -> int:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     except OSError:
-        pass
+        pass  # no procfs: fall back to ru_maxrss below
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r if sys.platform == "darwin" else r * 1024
 

@@ -19,6 +19,11 @@ def _f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
+def _variables(**arrays):
+    """One variable per keyword, named after it (in the current graph)."""
+    return [popxl.variable(v, name=k) for k, v in arrays.items()]
+
+
 def _store(*tensors):
     streams = []
     for t in tensors:
@@ -44,8 +49,7 @@ def test_update_in_the_same_graph_is_one_gemm_and_reads_around_it_see_the_right_
     x, g, w0 = _f32(6, 5), _f32(6, 4), _f32(5, 4)
     ir = popxl.Ir()
     with ir.main_graph:
-        xv, gv = popxl.variable(x, name="x"), popxl.variable(g, name="g")
-        w = popxl.variable(w0, name="w")
+        xv, gv, w = _variables(x=x, g=g, w=w0)
         before = xv @ w                       # reads the old w
         dw = ops.transpose(xv) @ gv
         w_new = ops.scaled_add_(w, dw, a=0.9, b=-0.1)
@@ -66,8 +70,7 @@ def test_operand_written_between_product_and_update_keeps_the_product_where_it_w
     x, g, w0 = _f32(6, 5), _f32(6, 4), _f32(5, 4)
     ir = popxl.Ir()
     with ir.main_graph:
-        xv, gv = popxl.variable(x, name="x"), popxl.variable(g, name="g")
-        w = popxl.variable(w0, name="w")
+        xv, gv, w = _variables(x=x, g=g, w=w0)
         dw = ops.transpose(xv) @ gv
         ops.add_(gv, popxl.constant(np.float32(1.0)))  # the product's operand changes here
         ops.scaled_add_(w, dw, b=-0.5)
@@ -134,8 +137,7 @@ def test_product_computed_before_the_callee_reads_the_weight_is_applied_after_th
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
-        w = popxl.variable(w0, name="w")
+        av, cv, w = _variables(a=a, c=c, w=w0)
 
         def grads(p, q, wi):
             dw = ops.transpose(p) @ q            # the weight gradient comes first ...
@@ -158,8 +160,7 @@ def test_update_of_a_weight_the_gradient_graph_does_not_read_adds_an_input():
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
-        w = popxl.variable(w0, name="w")
+        av, cv, w = _variables(a=a, c=c, w=w0)
         g = ir.create_graph(lambda p, q: ops.transpose(p) @ q, av, cv)
         (prod,) = ops.call(g, av, cv)
         ops.scaled_add_(w, prod, a=0.5, b=2.0)
@@ -178,8 +179,7 @@ def test_updates_that_cannot_move_stay_where_they_are(case):
     a, c, w0 = _f32(4, 6), _f32(4, 3), _f32(6, 3)
     ir = popxl.Ir()
     with ir.main_graph:
-        av, cv = popxl.variable(a, name="a"), popxl.variable(c, name="c")
-        w = popxl.variable(w0, name="w")
+        av, cv, w = _variables(a=a, c=c, w=w0)
         lr = popxl.variable(np.float32(-0.25), name="lr")
         g = ir.create_graph(lambda p, q: ops.transpose(p) @ q, av, cv)
         (prod,) = ops.call(g, av, cv)
