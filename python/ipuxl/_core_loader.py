@@ -8,7 +8,6 @@ core's own packed SIMD kernels (AVX-512 or AVX2); only a build without them
 the extension has no link-time dependency.
 """
 import ctypes
-import glob
 import importlib.machinery
 import importlib.util
 import os
@@ -20,6 +19,8 @@ __all__ = ["core"]
 def _load_core():
     override = os.environ.get("IPUXL_CORE_DIR")
     if override:
+        import glob  # noqa: PLC0415  (only here: a plain import of ipuxl needs no glob)
+
         cands = sorted(glob.glob(os.path.join(override, "_core*.so")) +
                        glob.glob(os.path.join(override, "_core*.pyd")))
         if not cands:
@@ -47,6 +48,8 @@ def _install_blas(mod) -> str:
         import scipy_openblas32 as sob
     except ImportError:
         return "builtin"
+    import glob  # noqa: PLC0415
+
     lib_dir = sob.get_lib_dir()
     cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
                    glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))

@@ -55,11 +55,25 @@ _DECOMPOSITIONS: Dict[str, Callable] = {}
 _FORCED: List[FrozenSet[str]] = []
 
 
+def _builtin(fn) -> bool:
+    return getattr(fn, "__module__", "").startswith("ipuxl.")
+
+
+def _register(table: Dict[str, object], op_type: str, fn, entry) -> None:
+    # ipuxl's op families are imported on first use, possibly after a user
+    # registered a rule for one of their op types: the user's rule stays.
+    old = table.get(op_type)
+    old_fn = getattr(old, "build", old)
+    if old is not None and _builtin(fn) and not _builtin(old_fn):
+        return
+    table[op_type] = entry
+
+
 def register_grad(op_type: str, nondiff: Iterable[int] = ()):
     """Decorator registering ``fn(ctx) -> [grad per input]`` as the rule of
     ``op_type``, replacing any earlier rule (user rules override ours)."""
     def deco(fn):
-        _RULES[op_type] = GradRule(op_type, fn, frozenset(nondiff))
+        _register(_RULES, op_type, fn, GradRule(op_type, fn, frozenset(nondiff)))
         return fn
     return deco
 
@@ -69,18 +83,35 @@ def register_decomposition(op_type: str):
     value of an ``op_type`` op from other ops in the current graph. Autodiff
     uses it when the op has no rule (or the fallback is forced)."""
     def deco(fn):
-        _DECOMPOSITIONS[op_type] = fn
+        _register(_DECOMPOSITIONS, op_type, fn, fn)
         return fn
     return deco
 
 
+_ALL_LOADED = False
+
+
+def _load_all_rules() -> None:
+    """Import every op family once, so their rules and decompositions are
+    registered (the families are imported lazily, see ``ipuxl.ops``)."""
+    global _ALL_LOADED
+    if not _ALL_LOADED:
+        _ALL_LOADED = True
+        from . import ops
+        ops.import_all()
+
+
 def get_grad_rule(op_type: str) -> Optional[GradRule]:
+    if op_type not in _RULES and op_type not in _DECOMPOSITIONS:
+        _load_all_rules()
     if any(op_type in f for f in _FORCED) and op_type in _DECOMPOSITIONS:
         return None
     return _RULES.get(op_type)
 
 
 def get_decomposition(op_type: str) -> Optional[Callable]:
+    if op_type not in _DECOMPOSITIONS:
+        _load_all_rules()
     return _DECOMPOSITIONS.get(op_type)
 
 
@@ -91,6 +122,7 @@ def nondiff_inputs(op_type: str) -> FrozenSet[int]:
 
 def registered_op_types() -> Dict[str, str]:
     """``{op_type: "rule" | "decomposition" | "rule+decomposition"}``."""
+    _load_all_rules()
     out = {}
     for t in sorted(set(_RULES) | set(_DECOMPOSITIONS)):
         kinds = [k for k, reg in (("rule", _RULES), ("decomposition", _DECOMPOSITIONS)) if t in reg]
@@ -103,6 +135,7 @@ def force_decomposition(*op_types: str):
     """Within the block, autodiff ignores the rules of ``op_types`` that have
     a decomposition and differentiates the decomposition (for testing that
     both paths agree)."""
+    _load_all_rules()
     missing = [t for t in op_types if t not in _DECOMPOSITIONS]
     if missing:
         raise ValueError(
