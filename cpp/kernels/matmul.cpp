@@ -3,11 +3,14 @@
 // float32 uses the installed BLAS; float16 computes in float32 partials and
 // rounds once (as the IPU's AMP with float partials); other types use the
 // reference loop with a wide accumulator.
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../core/blas.hpp"
 #include "../core/gemm.hpp"
+#include "../core/parallel.hpp"
 #include "fastmath.hpp"
 #include "common.hpp"
 
@@ -227,8 +230,111 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
   return k;
 }
 
+// ---------------------------------------------------------------- fused input gradient + update
+// dX = G @ W^T and then W = beta*W + alpha*(X^T @ G), in one pass over W
+// (the lowering fuses a layer's input gradient with its folded SGD update
+// when the batch is small). At batch 8 both products are limited by moving
+// W, not by arithmetic: separately they read W twice and write it once,
+// fused each row of W is read once, used for its dX column while in L1,
+// then updated. G [B, N], W [M, N], X [B, M], dX [B, M].
+constexpr int kLanes = 16;  // floats per vector: one AVX-512 register
+constexpr int64_t kFusedMaxBatch = 16;
+// GCC vector extension: AVX-512 where the build has it, halves or quarters
+// of it elsewhere. aligned(4): rows of W and G need not be 64-byte aligned.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
+
+inline Lanes load_lanes(const float* p) { return *reinterpret_cast<const Lanes*>(p); }
+inline void store_lanes(float* p, Lanes v) { *reinterpret_cast<Lanes*>(p) = v; }
+
+// dX[b0 + b, r] = G[b0 + b, :] . w for b < NB: lane-wise partial sums over
+// the row, then one horizontal sum per batch row.
+template <int NB>
+void fused_dots(const float* G, int64_t b0, int64_t N, const float* w, float* DX, int64_t M,
+                int64_t r) {
+  Lanes acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = Lanes{};
+  int64_t c = 0;
+  for (; c + kLanes <= N; c += kLanes) {
+    const Lanes wv = load_lanes(w + c);
+    for (int b = 0; b < NB; ++b) acc[b] += load_lanes(G + (b0 + b) * N + c) * wv;
+  }
+  for (int b = 0; b < NB; ++b) {
+    float s = 0.0f;
+    for (int l = 0; l < kLanes; ++l) s += acc[b][l];
+    for (int64_t k = c; k < N; ++k) s += G[(b0 + b) * N + k] * w[k];
+    DX[(b0 + b) * M + r] = s;
+  }
+}
+
+void fused_row(const float* G, int64_t B, int64_t N, float* w, const float* X, int64_t M,
+               int64_t r, float* DX, float alpha, float beta) {
+  for (int64_t b0 = 0; b0 < B; b0 += 4) {
+    switch (std::min<int64_t>(4, B - b0)) {
+      case 4: fused_dots<4>(G, b0, N, w, DX, M, r); break;
+      case 3: fused_dots<3>(G, b0, N, w, DX, M, r); break;
+      case 2: fused_dots<2>(G, b0, N, w, DX, M, r); break;
+      default: fused_dots<1>(G, b0, N, w, DX, M, r); break;
+    }
+  }
+  float xr[kFusedMaxBatch];
+  for (int64_t b = 0; b < B; ++b) xr[b] = X[b * M + r];
+  int64_t c = 0;
+  for (; c + kLanes <= N; c += kLanes) {
+    Lanes v = Lanes{};
+    for (int64_t b = 0; b < B; ++b) v += xr[b] * load_lanes(G + b * N + c);
+    store_lanes(w + c, beta * load_lanes(w + c) + alpha * v);
+  }
+  for (; c < N; ++c) {
+    float v = 0.0f;
+    for (int64_t b = 0; b < B; ++b) v += xr[b] * G[b * N + c];
+    w[c] = beta * w[c] + alpha * v;
+  }
+}
+
+std::unique_ptr<Kernel> input_grad_update_factory(const OpDesc& d) {
+  d.expect_arity(3, 2);
+  const TensorRef* g = d.in[0];
+  const TensorRef* w = d.in[1];
+  const TensorRef* x = d.in[2];
+  const TensorRef* dx = d.out[0];
+  const TensorRef* wo = d.out[1];
+  for (const TensorRef* t : {g, w, x, dx, wo})
+    if (t->dtype != DType::Float32 || t->rank() != 2)
+      d.fail("needs 2-D float32 tensors; '" + t->name + "' is " + dtype_name(t->dtype) +
+             shape_str(t->shape));
+  if (wo->data != w->data) d.fail("the updated output must alias the weight '" + w->name + "'");
+  const int64_t B = g->shape[0], N = g->shape[1], M = w->shape[0];
+  if (B < 1 || B > kFusedMaxBatch)
+    d.fail("batch " + std::to_string(B) + " of '" + g->name + "' is outside [1, " +
+           std::to_string(kFusedMaxBatch) + "]");
+  d.expect_shape(*w, Shape{M, N});
+  d.expect_shape(*x, Shape{B, M});
+  d.expect_shape(*dx, Shape{B, M});
+  d.expect_shape(*wo, Shape{M, N});
+  for (const TensorRef* t : {g, w, x}) {
+    const uint8_t *p = dx->data, *q = t->data;
+    if (p < q + t->nbytes() && q < p + dx->nbytes())
+      d.fail("the input gradient '" + dx->name + "' overlaps the operand '" + t->name + "'");
+  }
+  const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
+  // Rows per task: enough work (~4 B N flops each) to pay for a wake-up.
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, N * B / 8));
+  return make_kernel(
+      [=](RunContext&) {
+        const float* G = g->as<float>();
+        const float* X = x->as<float>();
+        float* W = wo->as<float>();
+        float* DX = dx->as<float>();
+        parallel_for(M, grain, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) fused_row(G, B, N, W + r * N, X, M, r, DX, alpha, beta);
+        });
+      },
+      4.0 * (double)M * (double)N * (double)B);
+}
+
 }  // namespace
 
 IPUXL_REGISTER_KERNEL("MatMul", matmul_factory);
+IPUXL_REGISTER_KERNEL("MatMulInputGradUpdate", input_grad_update_factory);
 
 }  // namespace ipuxl

@@ -12,7 +12,8 @@ import numpy as np
 
 from ._core_loader import core
 from ._lowering_passes import (Entry, fold_transposes_into_matmuls, fold_updates_into_matmuls,
-                               fuse_matmul_epilogues, mark_dead_ops, prune_unread_outputs)
+                               fuse_input_grads_with_updates, fuse_matmul_epilogues, mark_dead_ops,
+                               prune_unread_outputs)
 from .streams import _Stream
 from .tensor import Constant, Tensor, Variable
 
@@ -149,6 +150,8 @@ def lower_ir(ir) -> LoweredProgram:
         fold_updates_into_matmuls(graphs, lowered, graph_inputs, graph_outputs, new_input)
     for g in graphs:
         mark_dead_ops(lowered[g], graph_outputs[g])
+        if not _NO_FUSION:
+            fuse_input_grads_with_updates(lowered[g])
     # 4. Hand everything to the core.
     for g in graphs:
         gi = prog.graph_index[g]

@@ -11,11 +11,15 @@ runs). The passes, in the order ``lower_ir`` applies them:
    one GEMM accumulating into ``W``, also when the product is computed in a
    called (gradient) graph: the update then moves into that graph.
 5. ``mark_dead_ops``: ops none of whose results is read are not run.
+6. ``fuse_input_grads_with_updates``: at a small batch, a layer's input
+   gradient ``G @ W^T`` and its folded update of ``W`` become one pass over
+   ``W``.
 """
 from typing import Callable, Dict, List
 
 __all__ = ["Entry", "fold_transposes_into_matmuls", "fuse_matmul_epilogues",
-           "prune_unread_outputs", "fold_updates_into_matmuls", "mark_dead_ops"]
+           "prune_unread_outputs", "fold_updates_into_matmuls", "fuse_input_grads_with_updates",
+           "mark_dead_ops"]
 
 SIDE_EFFECTS = ("HostLoad", "HostStore", "PrintTensor", "RemoteCodeLoad", "Call", "Repeat", "If")
 
@@ -325,3 +329,67 @@ def _fold_one(p, u, lowered, graph_inputs, graph_outputs, sites, new_input) -> b
     m.attrs["modified"] = sorted(set(m.attrs.get("modified", [])) | {j})
     entries.remove(u)
     return True
+
+
+#: Largest batch (rows of G) the fused input-gradient + update kernel takes:
+#: beyond it the two products are compute-bound and the GEMMs are faster.
+FUSED_MAX_BATCH = 16
+#: Narrowest W (columns) worth fusing: the kernel works on rows of W in
+#: 16-float vectors, and a narrow W (the 10-class output layer) is cheap anyway.
+FUSED_MIN_COLS = 64
+
+
+def _is_shallow_update(u: Entry) -> bool:
+    """``W = beta*W + alpha * X^T @ G`` (a folded update), ``X`` [B, M],
+    ``G`` [B, N], ``W`` [M, N], B at most FUSED_MAX_BATCH."""
+    if u.type != "MatMul" or u.attrs.get("epilogue") != "accumulate" or len(u.inputs) != 3:
+        return False
+    if u.attrs.get("trans_lhs", 0) != 1 or u.attrs.get("trans_rhs", 0) != 0:
+        return False
+    x, g, w = u.inputs
+    return (x.shape[0] == g.shape[0] <= FUSED_MAX_BATCH and g.shape[1] >= FUSED_MIN_COLS
+            and tuple(w.shape) == (x.shape[1], g.shape[1]))
+
+
+def fuse_input_grads_with_updates(entries: List[Entry]) -> int:
+    """A folded update ``W = beta*W + alpha * X^T @ G`` at a small batch,
+    and the input gradient ``dX = G @ W^T`` computed from the same ``G`` and
+    the old ``W`` just before it (nothing in between touches ``W``, writes
+    ``X`` or ``G``, or reads ``dX``), become one ``MatMulInputGradUpdate``
+    op at the update's place: each row of ``W`` is read once, gives its
+    column of ``dX``, and is updated. Runs after ``mark_dead_ops``: an input
+    gradient nobody reads stays unrun instead. Returns the number of pairs
+    fused."""
+    fused = 0
+    i = 0
+    while i < len(entries):
+        u = entries[i]
+        if not _is_shallow_update(u):
+            i += 1
+            continue
+        roots = _alias_roots(entries)
+        x, g, w = u.inputs
+        w_root = roots.get(id(w), id(w))
+        # The last op before the update that touches W must be the input gradient.
+        j = next((k for k in range(i - 1, -1, -1) if _touches(entries[k], roots, {w_root})), -1)
+        a = entries[j] if j >= 0 else None
+        ok = (a is not None and a.type == "MatMul" and "epilogue" not in a.attrs
+              and "__dead" not in a.attrs
+              and len(a.inputs) == 2 and a.inputs[0] is g and a.inputs[1] is w
+              and a.attrs.get("trans_lhs", 0) == 0 and a.attrs.get("trans_rhs", 0) == 1
+              and tuple(a.outputs[0].shape) == tuple(x.shape) and _f32(a.outputs[0]))
+        if ok:
+            dx = a.outputs[0]
+            between = entries[j + 1:i]
+            operands = {roots.get(id(t), id(t)) for t in (x, g)}
+            ok = (not any(_writes(e, roots, operands) for e in between)
+                  and not any(t is dx for e in between for t in e.inputs))
+        if not ok:
+            i += 1
+            continue
+        attrs = {"alpha": u.attrs["alpha"], "beta": u.attrs["beta"], "modified": [1]}
+        entries[i] = Entry(u.op, [g, w, x], [dx, u.outputs[0]], attrs,
+                           type="MatMulInputGradUpdate", aliases=[(1, 1)])
+        del entries[j]
+        fused += 1
+    return fused
