@@ -299,3 +299,15 @@ def test_histogram_bad_levels():
         _build(lambda t: ops.histogram(t, [0.0], False), dtype=popxl.int32)
     got = run_fn(lambda t: ops.histogram(t, [], False), np.ones(5, np.float32))
     np.testing.assert_array_equal(got, [5])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_and_mean_over_leading_axes_of_a_large_input(dtype):
+    # The bias-gradient shape: the kernel's contiguous row-accumulation path.
+    x = np.random.default_rng(5).standard_normal((128, 4, 130)).astype(dtype)
+    got = run_fn(lambda t: [ops.sum(t, axis=0), ops.mean(t, axis=(0, 1)),
+                            ops.sum(t, axis=[0, 1], keepdims=True)], x)
+    w = x.astype(np.float64)
+    np.testing.assert_allclose(got[0], w.sum(axis=0), rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(got[1], w.mean(axis=(0, 1)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got[2], w.sum(axis=(0, 1), keepdims=True), rtol=1e-6, atol=1e-5)
