@@ -13,7 +13,7 @@ import numpy as np
 from ._core_loader import core
 from ._lowering_passes import (Entry, fold_transposes_into_matmuls, fold_updates_into_matmuls,
                                fuse_input_grads_with_updates, fuse_matmul_epilogues, mark_dead_ops,
-                               prune_unread_outputs)
+                               prune_unread_outputs, reshapes_as_views)
 from .streams import _Stream
 from .tensor import Constant, Tensor, Variable
 
@@ -152,6 +152,7 @@ def lower_ir(ir) -> LoweredProgram:
         mark_dead_ops(lowered[g], graph_outputs[g])
         if not _NO_FUSION:
             fuse_input_grads_with_updates(lowered[g])
+            reshapes_as_views(lowered[g], graph_outputs[g])
     # 4. Hand everything to the core.
     for g in graphs:
         gi = prog.graph_index[g]

@@ -14,12 +14,14 @@ runs). The passes, in the order ``lower_ir`` applies them:
 6. ``fuse_input_grads_with_updates``: at a small batch, a layer's input
    gradient ``G @ W^T`` and its folded update of ``W`` become one pass over
    ``W``.
+7. ``reshapes_as_views``: a Reshape nothing can tell from a view shares its
+   input's storage instead of copying it.
 """
 from typing import Callable, Dict, List
 
 __all__ = ["Entry", "fold_transposes_into_matmuls", "fuse_matmul_epilogues",
            "prune_unread_outputs", "fold_updates_into_matmuls", "fuse_input_grads_with_updates",
-           "mark_dead_ops"]
+           "mark_dead_ops", "reshapes_as_views"]
 
 SIDE_EFFECTS = ("HostLoad", "HostStore", "PrintTensor", "RemoteCodeLoad", "Call", "Repeat", "If")
 
@@ -393,3 +395,26 @@ def fuse_input_grads_with_updates(entries: List[Entry]) -> int:
         del entries[j]
         fused += 1
     return fused
+
+
+def reshapes_as_views(entries: List[Entry], outputs) -> int:
+    """A Reshape (a copy, in PopXL) whose input and output no op writes, in
+    place or through any view, and whose output is not a graph output,
+    becomes ``ReshapeInplace``: the output shares the input's storage. Only
+    a write could tell the two apart. (The MNIST step's ``x.reshape((-1,
+    784))`` copied the whole batch every step.) Returns the number changed."""
+    roots = _alias_roots(entries)
+    written = {roots.get(id(t), id(t)) for e in entries for t in e.written_inputs()}
+    out_ids = {id(t) for t in outputs}
+    changed = 0
+    for e in entries:
+        if e.type != "Reshape" or len(e.inputs) != 1 or len(e.outputs) != 1:
+            continue
+        x, y = e.inputs[0], e.outputs[0]
+        if x is None or id(y) in out_ids or x.dtype != y.dtype:
+            continue
+        if roots.get(id(x), id(x)) in written or roots.get(id(y), id(y)) in written:
+            continue
+        e.type, e.aliases = "ReshapeInplace", [(0, 0)]
+        changed += 1
+    return changed

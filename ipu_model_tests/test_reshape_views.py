@@ -1,0 +1,93 @@
+"""A Reshape (a copy in PopXL) runs as a view of its input when nothing can
+tell the difference: no op writes the input or the output, in place or
+through another view, and the output is not a graph output. Every case that
+could observe the sharing keeps the copy. Oracle: NumPy."""
+import numpy as np
+
+import ipuxl as popxl
+import ipuxl.ops as ops
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _run(build):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        tensors = build()
+        streams = []
+        for t in tensors:
+            s = popxl.d2h_stream(t.shape, t.dtype)
+            ops.host_store(s, t)
+            streams.append(s)
+    with popxl.Session(ir, "ipu_model") as sess:
+        out = sess.run()
+        text = sess.engine.describe()
+    return [out[s] for s in streams], text
+
+
+def test_read_only_reshape_is_a_view():
+    def build():
+        x = popxl.variable(X, name="x")
+        y = x.reshape((2, 6))
+        return [y * 2.0, x + 1.0]
+
+    (y2, x1), text = _run(build)
+    np.testing.assert_array_equal(y2, X.reshape(2, 6) * 2)
+    np.testing.assert_array_equal(x1, X + 1)
+    assert "Execute(ReshapeInplace:" in text and "Execute(Reshape:" not in text
+
+
+def test_input_written_after_the_reshape_keeps_the_copy():
+    def build():
+        x = popxl.variable(X, name="x")
+        y = x.reshape((2, 6))
+        ops.add_(x, popxl.constant(np.float32(100.0)))
+        return [y + 0.0, x + 0.0]
+
+    (y, x), text = _run(build)
+    np.testing.assert_array_equal(y, X.reshape(2, 6))  # the value before the write
+    np.testing.assert_array_equal(x, X + 100)
+    assert "Execute(Reshape:" in text
+
+
+def test_output_written_in_place_keeps_the_copy():
+    def build():
+        x = popxl.variable(X, name="x")
+        y = x.reshape((2, 6))
+        ops.mul_(y, popxl.constant(np.float32(-1.0)))
+        return [y + 0.0, x + 0.0]
+
+    (y, x), text = _run(build)
+    np.testing.assert_array_equal(y, -X.reshape(2, 6))
+    np.testing.assert_array_equal(x, X)  # untouched by the write to y
+    assert "Execute(Reshape:" in text
+
+
+def test_write_through_another_view_of_the_input_keeps_the_copy():
+    def build():
+        x = popxl.variable(X, name="x")
+        y = x.reshape((12,))
+        v = x.reshape_((4, 3))  # a view of x
+        ops.add_(v, popxl.constant(np.float32(1.0)))
+        return [y + 0.0]
+
+    (y,), text = _run(build)
+    np.testing.assert_array_equal(y, X.reshape(12))
+    assert "Execute(Reshape:" in text
+
+
+def test_graph_output_reshape_keeps_the_copy_and_the_caller_sees_its_value():
+    def build():
+        x = popxl.variable(X, name="x")
+
+        def f(t):
+            return t.reshape((4, 3))
+
+        g = popxl.gir().create_graph(f, x)
+        (y,) = ops.call(g, x)
+        ops.add_(x, popxl.constant(np.float32(5.0)))
+        return [y + 0.0]
+
+    (y,), text = _run(build)
+    np.testing.assert_array_equal(y, X.reshape(4, 3))
+    assert "Execute(Reshape:" in text
