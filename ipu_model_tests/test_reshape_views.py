@@ -91,3 +91,20 @@ def test_graph_output_reshape_keeps_the_copy_and_the_caller_sees_its_value():
     (y,), text = _run(build)
     np.testing.assert_array_equal(y, X.reshape(4, 3))
     assert "Execute(Reshape:" in text
+
+
+def test_view_of_the_reshape_that_is_a_graph_output_keeps_the_copy():
+    def build():
+        x = popxl.variable(X, name="x")
+
+        def f(t):
+            return t.reshape((4, 3)).reshape_((2, 6))
+
+        g = popxl.gir().create_graph(f, x)
+        (y,) = ops.call(g, x)
+        ops.add_(x, popxl.constant(np.float32(5.0)))
+        return [y + 0.0]
+
+    (y,), text = _run(build)
+    np.testing.assert_array_equal(y, X.reshape(2, 6))
+    assert "Execute(Reshape:" in text

@@ -399,19 +399,21 @@ def fuse_input_grads_with_updates(entries: List[Entry]) -> int:
 
 def reshapes_as_views(entries: List[Entry], outputs) -> int:
     """A Reshape (a copy, in PopXL) whose input and output no op writes, in
-    place or through any view, and whose output is not a graph output,
+    place or through any view, and whose output (or a view of it) is not a
+    graph output,
     becomes ``ReshapeInplace``: the output shares the input's storage. Only
     a write could tell the two apart. (The MNIST step's ``x.reshape((-1,
     784))`` copied the whole batch every step.) Returns the number changed."""
     roots = _alias_roots(entries)
     written = {roots.get(id(t), id(t)) for e in entries for t in e.written_inputs()}
-    out_ids = {id(t) for t in outputs}
+    # Graph outputs, and views of this op's output that are graph outputs.
+    out_roots = {roots.get(id(t), id(t)) for t in outputs}
     changed = 0
     for e in entries:
         if e.type != "Reshape" or len(e.inputs) != 1 or len(e.outputs) != 1:
             continue
         x, y = e.inputs[0], e.outputs[0]
-        if x is None or id(y) in out_ids or x.dtype != y.dtype:
+        if x is None or roots.get(id(y), id(y)) in out_roots or x.dtype != y.dtype:
             continue
         if roots.get(id(x), id(x)) in written or roots.get(id(y), id(y)) in written:
             continue
