@@ -4,7 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "core/blas.hpp"
-#include "core/engine.hpp"
+#include "exec/engine.hpp"
 #include "core/gemm.hpp"
 #include "core/parallel.hpp"
 
@@ -60,13 +60,13 @@ py::buffer_info checked_buffer(const py::array& a, size_t min_bytes, bool writab
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ipuxl C++ core: lowering, memory planning and the IPU-model engine";
 
-  static py::exception<NotImplemented> not_impl(m, "CoreNotImplementedError",
-                                                PyExc_NotImplementedError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const NotImplemented& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const OutOfMemory& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (const RunError& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (const Error& e) {
@@ -79,13 +79,15 @@ PYBIND11_MODULE(_core, m) {
       .def("add_graph", &ProgramDesc::add_graph)
       .def(
           "add_tensor",
-          [](ProgramDesc& d, int graph, const std::string& name, int dtype, Shape shape,
-             int kind) {
+          [](ProgramDesc& d, int graph, const std::string& name, int dtype, Shape shape, int kind,
+             int ipu, int tile_set) {
             if (kind < 0 || kind > 3) throw Error("invalid tensor kind");
-            return d.add_tensor(graph, name, to_dtype(dtype), shape, (TensorKind)kind);
+            if (tile_set < 0 || tile_set > 1) throw Error("invalid tile set");
+            return d.add_tensor(graph, name, to_dtype(dtype), shape, (TensorKind)kind,
+                                Placement{ipu, (TileSet)tile_set});
           },
-          py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"),
-          py::arg("kind"))
+          py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("kind"),
+          py::arg("ipu") = 0, py::arg("tile_set") = 0)
       .def("set_tensor_data",
            [](ProgramDesc& d, int t, const py::array& a) {
              auto info = checked_buffer(a, 0, false, "set_tensor_data");
@@ -96,10 +98,18 @@ PYBIND11_MODULE(_core, m) {
           "add_op",
           [](ProgramDesc& d, int graph, const std::string& type, const std::string& name,
              std::vector<int> in, std::vector<int> out, const py::dict& attrs,
-             std::vector<int> graphs, std::vector<std::pair<int, int>> aliases) {
+             std::vector<int> graphs, std::vector<std::pair<int, int>> aliases,
+             const std::string& kernel, int kind, std::vector<int> modified,
+             bool side_effects, int ipu, int tile_set, int context, int stream,
+             int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip) {
+            if (kind < 0 || kind > 5) throw Error("op '" + name + "': invalid op kind");
+            if (tile_set < 0 || tile_set > 1) throw Error("op '" + name + "': invalid tile set");
+            if (context < 0 || context > 5) throw Error("op '" + name + "': invalid context");
             OpRecord r;
             r.type = type;
+            r.kernel = kernel.empty() && kind == 0 ? type : kernel;
             r.name = name;
+            r.kind = (OpKind)kind;
             r.graph = graph;
             r.in = std::move(in);
             r.out = std::move(out);
@@ -109,10 +119,24 @@ PYBIND11_MODULE(_core, m) {
             }
             r.graphs = std::move(graphs);
             r.aliases = std::move(aliases);
+            r.modified = std::move(modified);
+            r.side_effects = side_effects;
+            r.placement = Placement{ipu, (TileSet)tile_set};
+            r.context = (ExecContext)context;
+            r.stream = stream;
+            r.trip_count = trip_count;
+            r.branch_inputs = std::move(branch_inputs);
+            r.skip = skip;
             return d.add_op(std::move(r));
           },
           py::arg("graph"), py::arg("type"), py::arg("name"), py::arg("inputs"),
-          py::arg("outputs"), py::arg("attrs"), py::arg("graphs"), py::arg("aliases"))
+          py::arg("outputs"), py::arg("attrs"), py::arg("graphs"), py::arg("aliases"),
+          py::arg("kernel") = "", py::arg("kind") = 0, py::arg("modified") = std::vector<int>{},
+          py::arg("side_effects") = false, py::arg("ipu") = 0, py::arg("tile_set") = 0,
+          py::arg("context") = 0, py::arg("stream") = -1, py::arg("trip_count") = 0,
+          py::arg("branch_inputs") = std::vector<std::vector<int>>{}, py::arg("skip") = false,
+          "Adds an op record. kind: 0 kernel, 1 call, 2 repeat, 3 if, 4 host_load, 5 "
+          "host_store; kernel defaults to the type.")
       .def(
           "add_stream",
           [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, bool h2d) {
@@ -123,11 +147,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("num_ops", [](const ProgramDesc& d) { return d.ops.size(); });
 
   py::class_<Engine>(m, "Engine")
-      .def(py::init([](std::shared_ptr<ProgramDesc> d, int main_graph) {
+      .def(py::init([](std::shared_ptr<ProgramDesc> d, int main_graph,
+                       std::shared_ptr<ProgramDesc> faithful) {
              return std::make_unique<Engine>(std::const_pointer_cast<const ProgramDesc>(d),
-                                             main_graph);
+                                             main_graph,
+                                             std::const_pointer_cast<const ProgramDesc>(faithful));
            }),
-           py::arg("desc"), py::arg("main_graph"))
+           py::arg("desc"), py::arg("main_graph"), py::arg("faithful") = nullptr)
       .def(
           "run",
           [](Engine& e, const std::vector<py::object>& streams, int64_t num_host_transfers,
@@ -136,6 +162,7 @@ PYBIND11_MODULE(_core, m) {
               throw Error("Engine.run: streams and item_bytes differ in length");
             std::vector<StreamBinding> b(streams.size());
             std::vector<py::buffer_info> keep;
+            keep.reserve(streams.size());
             for (size_t i = 0; i < streams.size(); ++i) {
               if (streams[i].is_none()) continue;
               auto arr = streams[i].cast<py::array>();
@@ -149,6 +176,8 @@ PYBIND11_MODULE(_core, m) {
             e.run(std::move(b));
           },
           py::arg("streams"), py::arg("num_host_transfers"), py::arg("item_bytes"))
+      .def("run_weights_program", &Engine::run_weights_program, py::arg("from_host"))
+      .def("has_weights_program", &Engine::has_weights_program, py::arg("from_host"))
       .def("write_tensor",
            [](Engine& e, int t, const py::array& a) {
              auto info = checked_buffer(a, 0, false, "write_tensor");
@@ -167,22 +196,27 @@ PYBIND11_MODULE(_core, m) {
       .def("unbind_external", &Engine::unbind_external, py::arg("tensor"))
       .def(
           "tensor_address",
-          [](const Engine& e, int t) { return reinterpret_cast<uintptr_t>(e.tensor(t).data); },
+          [](const Engine& e, int t) {
+            if (t < 0 || t >= e.num_tensors()) throw Error("tensor_address: no tensor " + std::to_string(t));
+            return reinterpret_cast<uintptr_t>(e.tensor(t).data);
+          },
           py::arg("tensor"), "Address of a tensor's storage now (for tests and memory reports).")
-      .def(
-          "tensor_names", [](const Engine& e) {
-            py::list out;
-            for (int i = 0; i < e.num_tensors(); ++i) out.append(e.tensor(i).name);
-            return out;
-          })
+      .def("tensor_names",
+           [](const Engine& e) {
+             py::list out;
+             for (int i = 0; i < e.num_tensors(); ++i) out.append(e.tensor(i).name);
+             return out;
+           })
       .def("read_tensor",
            [](const Engine& e, int t, py::array& a) {
              auto info = checked_buffer(a, 0, true, "read_tensor");
              e.read_tensor(t, static_cast<uint8_t*>(info.ptr),
                            (size_t)info.size * (size_t)info.itemsize);
            })
-      .def("describe", &Engine::describe)
-      .def("program_counts", &Engine::program_counts)
+      .def("describe", &Engine::describe, py::arg("host") = false,
+           "The lowered program: the faithful one (as PopXL would build it) by default, the "
+           "one the host runs (after host passes) with host=True.")
+      .def("program_counts", &Engine::program_counts, py::arg("host") = false)
       .def("set_profiling", &Engine::set_profiling)
       .def("profile",
            [](const Engine& e) {

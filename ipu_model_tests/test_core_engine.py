@@ -158,7 +158,7 @@ def test_transposes_read_only_by_matmuls_become_gemm_flags():
             outs.append(s)
     with popxl.Session(ir, "ipu_model") as sess:
         got = sess.run()
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
     np.testing.assert_allclose(got[outs[0]], a @ b.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[outs[1]], a.T @ a, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[outs[2]], np.transpose(c, (0, 2, 1)) @ c, rtol=1e-5, atol=1e-5)
@@ -214,7 +214,7 @@ def test_bias_and_gelu_fuse_into_the_matmul_and_keep_results():
             outs.append(s)
     with popxl.Session(ir, "ipu_model") as sess:
         got = sess.run({xs: x})
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
     ref = x.astype(np.float64) @ w + b
     np.testing.assert_allclose(got[outs[0]], _gelu_tanh(ref), rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(got[outs[1]], ref, rtol=2e-5, atol=2e-5)
@@ -239,7 +239,7 @@ def test_results_nobody_reads_are_not_computed():
         unused = ops.exp(wv)  # dead in the main graph too
     with popxl.Session(ir, "ipu_model") as sess:
         got = sess.run()[s]
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
     np.testing.assert_allclose(got, x.T @ np.ones((4, 3), np.float32), rtol=1e-5, atol=1e-5)
     bwd = text.split(f"Function {gi.graph.name}:")[1].split("Function ")[0]
     assert bwd.count("Execute(MatMul") == 1  # dW only; dX = G @ W^T is not run

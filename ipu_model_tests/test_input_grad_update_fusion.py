@@ -11,7 +11,7 @@ import ipuxl as popxl
 import ipuxl.addons as addons
 import ipuxl.ops as ops
 from ipuxl._core_loader import core
-from ipuxl._lowering_passes import FUSED_MAX_BATCH, FUSED_MIN_COLS
+from ipuxl.lowering.host_passes.input_grad_update import FUSED_MAX_BATCH, FUSED_MIN_COLS
 
 RNG = np.random.default_rng(23)
 
@@ -45,7 +45,7 @@ def test_fused_pass_over_w_matches_numpy(b, m, n):
     ir, (s_dx,), w, (x, g, w0) = _same_graph_program(b, m, n)
     with popxl.Session(ir, "ipu_model") as sess:
         out = [sess.run()[s_dx] for _ in range(2)]
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
         w_final = sess.get_tensor_data(w)
     assert "MatMulInputGradUpdate" in text
     x64, g64, w64 = (a.astype(np.float64) for a in (x, g, w0))
@@ -62,7 +62,7 @@ def test_outside_the_fused_range_the_two_gemms_stay(b, n, why):
     ir, (s_dx,), w, (x, g, w0) = _same_graph_program(b, 48, n)
     with popxl.Session(ir, "ipu_model") as sess:
         dx = sess.run()[s_dx]
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
         w_final = sess.get_tensor_data(w)
     assert "MatMulInputGradUpdate" not in text, why
     np.testing.assert_allclose(dx, g.astype(np.float64) @ w0.T, rtol=1e-5, atol=1e-5)
@@ -74,7 +74,7 @@ def test_a_read_of_the_input_gradient_in_between_keeps_them_apart():
     ir, (s_dx, s_twice), w, (x, g, w0) = _same_graph_program(8, 64, 64, read_dx_between=True)
     with popxl.Session(ir, "ipu_model") as sess:
         r = sess.run()
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
     assert "MatMulInputGradUpdate" not in text
     want = g.astype(np.float64) @ w0.T
     np.testing.assert_allclose(r[s_dx], want, rtol=1e-5, atol=1e-5)
@@ -129,7 +129,7 @@ def test_addons_training_step_fuses_hidden_layers_and_matches_torch():
     named = variables.to_dict()
     with popxl.Session(ir, "ipu_model") as sess:
         losses = [float(sess.run({s_img: i, s_lab: y})[s_loss]) for i, y in zip(images, labels)]
-        text = sess.engine.describe()
+        text = sess.engine.describe(host=True)
         got = sess.get_tensors_data([named[f"fc{i}.weight"] for i in range(4)])
     # Hidden layers 2 and 3 (W 80x72 and 72x64); layer 1's input gradient
     # is not needed and the output layer is narrow.

@@ -79,6 +79,10 @@ struct OpDesc {
   Attrs attrs;
   std::vector<TensorRef*> in;   // nullptr for an absent optional input
   std::vector<TensorRef*> out;
+  // Inputs that only the host ever writes (weights no op updates,
+  // constants): a kernel may cache work derived from them until
+  // RunContext::host_write_epoch moves.
+  std::vector<int> host_only_inputs;
 
   [[noreturn]] void fail(const std::string& msg) const;
   // Checks that the op has exactly n_in inputs (all present) and n_out outputs.

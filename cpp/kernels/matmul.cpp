@@ -147,7 +147,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
   const DType dt = a->dtype;
   if (bias && (dt != DType::Float32 || nb != 1)) d.fail("a fused epilogue needs a single float32 product");
   bool rhs_fixed = false;
-  for (int64_t i : d.attrs.ints("__host_only_inputs", {})) rhs_fixed = rhs_fixed || i == 1;
+  for (int i : d.host_only_inputs) rhs_fixed = rhs_fixed || i == 1;
   // Pre-packing saves every product the packing of B, a large share of the
   // work at batch-sized M (bench/gemm.py, core+pack: 80x784x512 at 375
   // GFLOP/s against 322 packing per call). Above kPrepackMaxM the packing is

@@ -235,7 +235,8 @@ def test_kernel_validates_ops_built_without_the_builders():
     ir = popxl.Ir()
     with ir.main_graph:
         seed = popxl.variable(np.zeros(3, np.uint32), popxl.uint32, name="seed")
-        create_op("RandomUniform", [seed], [("u", (2,), popxl.float32)], {"low": 0.0, "high": 1.0})
+        create_op("RandomUniform", [seed], [("u", (2,), popxl.float32)],
+                  {"low": 0.0, "high": 1.0, "shape": [2], "_dtype": popxl.float32})
     with pytest.raises(ValueError, match="RandomUniform op .*uint32 of shape"):
         popxl.Session(ir, "ipu_model")
     ir = popxl.Ir()

@@ -423,8 +423,7 @@ def test_kernel_validates_ops_built_without_the_builders():
     with ir.main_graph:
         a = popxl.variable(np.zeros((2, 3), np.float32), name="a")
         b = popxl.variable(np.zeros((3, 2), np.float32), name="b")
-        create_op("Accumulate", [a, b], [("bad", a.shape, a.dtype)], {"mode": "add"},
-                  aliases=[(0, 0)], modified=[0])
+        create_op("Accumulate", [a, b], [("bad", a.shape, a.dtype)], {"mode": "add"})
     with pytest.raises(ValueError, match="Accumulate op .*no broadcasting"):
         popxl.Session(ir, "ipu_model")
     ir = popxl.Ir()

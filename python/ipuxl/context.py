@@ -164,11 +164,34 @@ def io_tiles():
         ctx._io_tile_set = prev
 
 
+_CONTEXT_NAMES = {
+    "Normal": "normal", "AccumulateOuterFragment": "accumulate_outer",
+    "WeightsFromHostFragment": "weights_from_host", "WeightsToHostFragment": "weights_to_host",
+    "OptimizerFromHostFragment": "optimizer_from_host", "Subgraph": "subgraph",
+}
+
+
+def _context_name(kind) -> str:
+    """``ExecutionContext.X`` (or its name, or our lower-case name) as the
+    name the lowering uses."""
+    name = getattr(kind, "name", kind)
+    if name in _CONTEXT_NAMES:
+        return _CONTEXT_NAMES[name]
+    if name in _CONTEXT_NAMES.values():
+        return name
+    raise ValueError(f"unknown execution context {kind!r}; expected a popxl.ExecutionContext "
+                     f"({', '.join(_CONTEXT_NAMES)})")
+
+
 @contextmanager
-def _execution_context(kind: str):
+def _execution_context(kind):
+    """Place the ops created inside in execution context ``kind``
+    (``popxl.ExecutionContext``): ops of the main graph in
+    ``WeightsFromHostFragment`` / ``WeightsToHostFragment`` run with
+    ``weights_from_host`` / ``weights_to_host`` instead of ``run``."""
     ctx = get_current_context()
     prev = ctx._execution_context
-    ctx._execution_context = kind
+    ctx._execution_context = _context_name(kind)
     try:
         yield
     finally:

@@ -5,7 +5,7 @@ attributes, the graphs it calls and which outputs share storage with which
 inputs (in-place and view ops). Builders in ``ipuxl.ops`` check shapes and
 dtypes, then call :func:`create_op`.
 """
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import dtypes
 
@@ -63,13 +63,22 @@ class Op:
 
 
 def _check_writable(op_type: str, t: Optional["Tensor"]) -> None:
-    """Refuse writes through a view that was materialised as a copy: walk the
+    """Refuse writes that could not reach the tensor the user meant: walk the
     chain of aliasing producers (reshape_, detach_, add_ ...) back to its
-    storage and fail if any link is a copied view, since the write would not
-    reach the viewed tensor."""
+    storage, and fail if any link is a view that was materialised as a copy
+    (the write would not reach the viewed tensor) or if the storage is a
+    constant (constants are immutable)."""
+    from .tensor import Constant
+
     seen = 0
-    while t is not None and t.producer is not None and seen < 10000:
+    while t is not None and seen < 1_000_000:
+        if isinstance(t, Constant):
+            raise ValueError(
+                f"{op_type}: cannot modify {t.id!r} in place: it is (a view of) a constant, and "
+                "constants cannot be written. Use a variable, or the out-of-place op.")
         src = t.producer
+        if src is None:
+            return
         if src.attrs.get("_view_copy"):
             raise NotImplementedError(
                 f"{op_type}: modifying {t.id!r}, which is (a view of) the result of the in-place "
@@ -81,38 +90,72 @@ def _check_writable(op_type: str, t: Optional["Tensor"]) -> None:
         seen += 1
 
 
-def create_op(type: str, inputs: Sequence[Optional["Tensor"]],
-              outputs: Sequence[Tuple[str, Sequence[int], dtypes.dtype]],
+OutputSpec = Union[str, Tuple[str, Sequence[int], dtypes.dtype]]
+
+
+def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence[OutputSpec] = (),
               attrs: Optional[Dict[str, Any]] = None, name: Optional[str] = None,
-              called_graphs: Sequence["Graph"] = (), aliases: Sequence[Tuple[int, int]] = (),
-              modified: Iterable[int] = (), graph: Optional["Graph"] = None) -> Op:
-    """Create an op in the current graph.
+              called_graphs: Sequence["Graph"] = (), graph: Optional["Graph"] = None) -> Op:
+    """Create an op of a declared type (:mod:`ipuxl.opdef`) in the current graph.
 
     Args:
-        type: op type (kernel name).
+        type: the op type; its :class:`~ipuxl.opdef.OpDef` gives the output
+            shapes and dtypes (its shape rule, which validates the inputs),
+            the storage aliases and the inputs the op writes.
         inputs: input tensors, which must belong to the graph (None: absent optional).
-        outputs: ``(name, shape, dtype)`` of each output; names are scoped and
-            made unique.
-        attrs: kernel attributes (ints, floats, strings, lists of them).
+        outputs: the name of each output (scoped and made unique), or
+            ``(name, shape, dtype)``; a given shape and dtype must equal the
+            shape rule's (a builder that disagrees with its rule is a bug).
+        attrs: attributes (ints, floats, strings, lists of them; keys
+            starting with ``_`` stay in Python).
         name: op name; defaults to the lower-cased type.
-        aliases: output/input pairs that share storage (no copy).
-        modified: inputs written by the op.
+        called_graphs: graphs the op calls (call, repeat, conditional).
     """
     from .context import get_current_context
+    from .opdef import get_opdef
     from .tensor import Tensor
 
+    d = get_opdef(type)
     g = graph if graph is not None else get_current_context().graph
     for t in inputs:
         if t is not None and t.graph is not g:
+            if t.ir is not g.ir:
+                raise ValueError(
+                    f"{type}: input tensor {t.id!r} belongs to another Ir ({t.ir.id}) than the "
+                    f"current graph {g.name!r} ({g.ir.id})")
             raise ValueError(
                 f"{type}: input tensor {t.id!r} is in graph {t.graph.name!r}, not in the current "
                 f"graph {g.name!r}. Pass it as a graph input instead.")
+    for cg in called_graphs:
+        if cg.ir is not g.ir:
+            raise ValueError(f"{type}: graph {cg.name!r} belongs to another Ir ({cg.ir.id}) than "
+                             f"the calling graph {g.name!r} ({g.ir.id})")
+    attrs = dict(attrs or {})
+    specs = d.infer(list(inputs), attrs, list(called_graphs))
+    names = []
+    for k, out in enumerate(outputs):
+        if isinstance(out, str):
+            names.append(out)
+            continue
+        out_name, shape, dt = out
+        want = specs[k] if k < len(specs) else None
+        if want is None or tuple(int(x) for x in shape) != tuple(want[0]) or dt != want[1]:
+            raise AssertionError(
+                f"{type}: the builder's output {k} {dt}{tuple(shape)} disagrees with the op's "
+                f"shape rule {want}")
+        names.append(out_name)
+    base = (name or type.lower()).split("/")[-1]
+    names += [f"{base}_out" if len(specs) == 1 else f"{base}_out{k}"
+              for k in range(len(names), len(specs))]
+    if len(names) != len(specs):
+        raise AssertionError(f"{type}: {len(names)} output names for {len(specs)} outputs")
     ctx = get_current_context()
     op_name = g._unique_op_name(ctx._scoped_name(name or type.lower()))
-    op = Op(g, type, op_name, attrs or {}, called_graphs, aliases, modified)
+    op = Op(g, type, op_name, attrs, called_graphs, d.aliases(inputs, attrs, called_graphs),
+            d.modifies(inputs, attrs, called_graphs))
     op.inputs = list(inputs)
-    for out_name, shape, dt in outputs:
-        op.outputs.append(Tensor._create(g, out_name, tuple(int(d) for d in shape), dt,
+    for out_name, (shape, dt) in zip(names, specs):
+        op.outputs.append(Tensor._create(g, out_name, tuple(int(x) for x in shape), dt,
                                          producer=op))
     for i in op.modified:
         _check_writable(type, op.inputs[i])

@@ -1,7 +1,7 @@
 """``Session``, mirroring ``popxl.Session``: compiles an Ir once and runs it.
 
-The Ir is lowered into the C++ core's ProgramDesc (see ``_lowering``) and an
-Engine is built; ``run`` validates the host arrays and crosses into C++ once.
+The Ir is lowered into the C++ core's program (see :mod:`ipuxl.lowering`) and
+an Engine is built; ``run`` validates the host arrays and crosses into C++ once.
 Host copies of variables follow PopXL's rules: ``weights_from_host`` when a
 context attaches, ``weights_to_host`` when it detaches, lazily on
 ``get_tensor_data`` when the device copy is newer.
@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from ._host_memory import aligned_copy, is_aligned
-from ._lowering import LoweredProgram, lower_ir
+from .lowering import LoweredProgram, build
 from .ir import Ir
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Tensor, Variable
@@ -56,7 +56,7 @@ class Session:
     """
 
     def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
-                 *, share_host_weights: bool = False):
+                 *, share_host_weights: bool = False, host_passes=None):
         if not isinstance(ir, Ir):
             raise TypeError(f"Session expects an Ir, got {type(ir).__name__}")
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE", device_desc) \
@@ -88,7 +88,7 @@ class Session:
         self._device = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
         ir._prepared = True
-        self._prog: LoweredProgram = lower_ir(ir)
+        self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
         # The host copy of each variable is the variable's own data, as in
         # PopXL where the IR's tensor data is the host side of the weights
@@ -201,11 +201,13 @@ class Session:
         self._assert_attached("weights_from_host")
         for v, arr in self._host.items():
             self._engine.write_tensor(self._prog.tensor_index[v], arr)
+        self._engine.run_weights_program(True)
         self._host_in_sync = True
 
     def weights_to_host(self) -> None:
         """Copy the device values of all variables to the host."""
         self._assert_attached("weights_to_host")
+        self._engine.run_weights_program(False)
         for v, arr in self._host.items():
             if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
                 raise ValueError(f"weights_to_host: variable {v.id!r} is a read-only memmap")

@@ -83,6 +83,12 @@ class Tensor:
         self._meta_shape = tuple(meta_shape)
         self._producer = producer
         self._consumers = []
+        # Placement: where the op (or creation context) put it.
+        if producer is not None:
+            self._ipu, self._tile_set = producer.ipu, producer.tile_set
+        else:
+            ctx = get_current_context()
+            self._ipu, self._tile_set = ctx._ipu_id, "io" if ctx._io_tile_set else "compute"
         graph._add_tensor(self)
         return self
 

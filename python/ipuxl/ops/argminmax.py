@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .reduce import reduced_shape
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, normalize_axis
@@ -27,9 +28,18 @@ def _arg(kind: str, name: str, t: Tensor, dim: int, keepdim: bool) -> Tensor:
     if n_red == 0 and int(np.prod(shape, dtype=np.int64)) > 0:
         raise ValueError(f"{name}: dimension {dim} of tensor {t.id!r} {t.shape} is empty; "
                          f"{name} of an empty sequence is undefined")
-    op = create_op(kind, [t], [(f"{name}_out", shape, dtypes.int32)],
-                   {"axis": axis, "keepdims": int(bool(keepdim))}, name=name)
+    op = create_op(kind, [t], [f"{name}_out"], {"axis": axis, "keepdims": int(bool(keepdim))},
+                   name=name)
     return op.outputs[0]
+
+
+def _arg_shape(ins, attrs, graphs=()):
+    return [(reduced_shape(ins[0].shape, (attrs["axis"],), bool(attrs["keepdims"]))[0],
+             dtypes.int32)]
+
+
+define_op("ArgMax", _arg_shape, no_grad="integer output")
+define_op("ArgMin", _arg_shape, no_grad="integer output")
 
 
 def argmax(t: Tensor, dim: int = 0, keepdim: bool = False) -> Tensor:

@@ -2,7 +2,9 @@
 their in-place forms (which write into, and return, the left operand)."""
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import broadcast, broadcast_into
 from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
                     check_same_dtype, same_tile_set, to_tensor)
 
@@ -18,8 +20,8 @@ def _binary(kind: str, name: str, lhs, rhs) -> Tensor:
     same_tile_set(name, lhs, rhs)
     check_same_dtype(name, lhs, rhs)
     check_dtype_in(name, lhs, NUMERIC_DTYPES)
-    shape = broadcast_shapes(name, lhs, rhs)
-    return create_op(kind, [lhs, rhs], [(name, shape, lhs.dtype)], name=name).outputs[0]
+    broadcast_shapes(name, lhs, rhs)
+    return create_op(kind, [lhs, rhs], [name], name=name).outputs[0]
 
 
 def _binary_inplace(kind: str, name: str, lhs: Tensor, rhs) -> Tensor:
@@ -35,9 +37,14 @@ def _binary_inplace(kind: str, name: str, lhs: Tensor, rhs) -> Tensor:
         raise ValueError(
             f"{name}: the result shape {shape} differs from the shape {lhs.shape} of the "
             f"in-place operand {lhs.id!r}; only the right operand may broadcast")
-    op = create_op(kind, [lhs, rhs], [(name, shape, lhs.dtype)], name=name,
-                   aliases=[(0, 0)], modified=[0])
-    return op.outputs[0]
+    return create_op(kind, [lhs, rhs], [name], name=name).outputs[0]
+
+
+for _t in ("Add", "Sub", "Mul", "Div"):
+    # PopART's grad ops of Mul and Div read the forward output.
+    define_op(_t, broadcast(), stash_outputs=_t in ("Mul", "Div"))
+    define_op(f"{_t}LhsInplace", broadcast_into(0), aliases=((0, 0),), modifies=(0,),
+              no_grad="modifies its input (autodiff rejects modifying ops)")
 
 
 def add(lhs: Tensor, rhs: Tensor) -> Tensor:

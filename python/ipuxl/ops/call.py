@@ -15,6 +15,8 @@ from ..errors import popart_exception
 from ..graph import Graph
 from ..grad import register_grad
 from ..op import Op, create_op
+from ..opdef import define_op
+from .rules import called_graph_outputs
 from ..tensor import Tensor, constant
 from ..utils import table_to_string
 
@@ -188,9 +190,20 @@ class CallSiteInfo:
 
 
 def _create_call(kind: str, graph: Graph, parents: List[Tensor], attrs=None) -> Op:
-    modified = [i for i, t in enumerate(graph.inputs) if t in graph._by_ref_inputs]
-    return create_op(kind, parents, _output_specs(graph), attrs or {},
-                     name=kind.lower(), called_graphs=[graph], modified=modified)
+    return create_op(kind, parents, [n for n, _, _ in _output_specs(graph)], attrs or {},
+                     name=kind.lower(), called_graphs=[graph])
+
+
+def _by_ref_inputs(ins, attrs, graphs=()):
+    """Inputs passed by reference (``TensorByRef``): the callee's writes reach
+    the caller. ``CallSiteInfo.set_parent_input_modified`` adds more."""
+    g = graphs[0]
+    return [i for i, t in enumerate(g.inputs) if t in g._by_ref_inputs]
+
+
+# A call stands for everything its graph does (host IO, prints, writes):
+# the lowering never drops one.
+define_op("Call", called_graph_outputs, kind="call", modifies=_by_ref_inputs, side_effects=True)
 
 
 def call_with_info(graph: Graph, *inputs: Union[Tensor, List[Tensor]],

@@ -2,6 +2,7 @@
 casts (which ipuxl cannot run)."""
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import ALL_DTYPES, check_dtype_in, check_in_graph
 
@@ -39,9 +40,12 @@ def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
         raise NotImplementedError(
             f"cast: casting from {t.dtype.name} (fp8) is not supported by ipuxl")
     check_dtype_in("cast", t, ALL_DTYPES)
-    out = create_op("Cast", [t], [(f"{t.name}_{dt.name}", t.shape, dt)], {"to": dt._core_code},
+    out = create_op("Cast", [t], [f"{t.name}_{dt.name}"], {"to": dt._core_code, "_to": dt},
                     name="cast")
     return out.outputs[0]
+
+
+define_op("Cast", lambda ins, attrs, graphs=(): [(ins[0].shape, attrs["_to"])])
 
 
 def pow2scale_then_cast(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:

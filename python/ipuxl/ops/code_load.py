@@ -7,10 +7,16 @@ when run. The destinations that need code buffers are not supported.
 """
 from ..graph import Graph
 from ..op import create_op
+from ..opdef import define_op
+from .rules import no_outputs
 
 __all__ = ["remote_code_load"]
 
 _DESTINATIONS = ("executable", "compute_buffer", "io_buffer")
+
+# It moves code, which no data dependency shows: it must stay in the program.
+define_op("RemoteCodeLoad", no_outputs, side_effects=True, recomputable=False,
+          no_grad="moves code, not data")
 
 
 def remote_code_load(graph: Graph, destination: str) -> None:

@@ -5,7 +5,9 @@ from ..errors import popart_exception
 from ..graph import Graph
 from ..op import Op, create_op
 from ..tensor import Tensor
+from ..opdef import define_op
 from .call import bind_inputs
+from .rules import called_graph_outputs
 from .utils import check_in_graph, to_tensor
 
 __all__ = ["conditional", "conditional_with_info", "ConditionalSiteInfo"]
@@ -104,10 +106,13 @@ def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
     nt = len(t_par)
     attrs = {"then_inputs": list(range(1, 1 + nt)),
              "else_inputs": list(range(1 + nt, 1 + nt + len(e_par)))}
-    outs = [(t.name.split("/")[-1], t.shape, t.dtype) for t in then_branch.outputs]
+    outs = [t.name.split("/")[-1] for t in then_branch.outputs]
     op = create_op("If", [cond] + t_par + e_par, outs, attrs, name="if",
                    called_graphs=[then_branch, else_branch])
     return ConditionalSiteInfo(op, nt)
+
+
+define_op("If", called_graph_outputs, kind="if", side_effects=True)
 
 
 def conditional(cond: Tensor, then_branch: Graph, else_branch: Graph,

@@ -3,7 +3,9 @@ import numpy as np
 
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import like_input
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, normalize_axis
 
 __all__ = ["cumsum"]
@@ -22,9 +24,11 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
     if t.rank == 0:
         raise ValueError(f"{name}: tensor {t.id!r} has rank 0; the input rank must be at least 1")
     axis = normalize_axis(name, dim, t.rank, "dim")
-    op = create_op("CumSum", [t], [(f"{name}_out", t.shape, t.dtype)], {"axis": axis},
-                   name=name)
+    op = create_op("CumSum", [t], [f"{name}_out"], {"axis": axis}, name=name)
     return op.outputs[0]
+
+
+define_op("CumSum", like_input(0))
 
 
 @register_grad("CumSum")

@@ -25,6 +25,8 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
+from .rules import like_input
 from ..tensor import Constant, Tensor, constant
 from .shape import _is_int
 from .utils import (ALL_DTYPES, INT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
@@ -65,9 +67,17 @@ def _gather(kind: str, op: str, t: Tensor, indices, axis: int, amp, zero_OOR) ->
     if t.rank == 0:
         raise ValueError(f"{op}: cannot gather from the scalar tensor {t.id!r}")
     axis = normalize_axis(op, axis, t.rank)
-    shape = t.shape[:axis] + indices.shape + t.shape[axis + 1:]
-    return create_op(kind, [t, indices], [(f"{op}_out", shape, t.dtype)],
+    return create_op(kind, [t, indices], [f"{op}_out"],
                      {"axis": axis, "zero_oor": bool(zero_OOR)}, name=op).outputs[0]
+
+
+def _gather_shape(ins, attrs, graphs=()):
+    t, indices, axis = ins[0], ins[1], attrs["axis"]
+    return [(t.shape[:axis] + indices.shape + t.shape[axis + 1:], t.dtype)]
+
+
+define_op("Gather", _gather_shape)
+define_op("TiedGather", _gather_shape)
 
 
 def gather(t: Tensor, indices: Tensor, axis: int = 0,
@@ -126,8 +136,11 @@ def scatter(t: Tensor, indices: Tensor, values: Tensor, axis: int = 0,
         if k != axis and indices.shape[k] > t.shape[k]:
             raise ValueError(f"{op}: indices {indices.id!r} {indices.shape} are larger than t "
                              f"{t.id!r} {t.shape} on axis {k}")
-    return create_op("Scatter", [t, indices, values], [("scatter_out", t.shape, t.dtype)],
-                     {"axis": axis}, name=op).outputs[0]
+    return create_op("Scatter", [t, indices, values], ["scatter_out"], {"axis": axis},
+                     name=op).outputs[0]
+
+
+define_op("Scatter", like_input(0))
 
 
 _REDUCTIONS = ("sum", "max", "min", "mul", "none")
@@ -205,9 +218,19 @@ def scatter_reduce(data: Tensor, indices: Tensor, reduction: str = "sum",
                 f"{data.id!r} {data.shape} or be a vector of {data.shape[axis]} entries along "
                 f"axis {axis} (partial broadcasting is not supported)")
     inputs = [data, indices] + ([initial_values] if initial_values is not None else [])
-    return create_op("ScatterReduce", inputs, [("scatterreduce_out", tuple(shape), data.dtype)],
-                     {"axis": axis, "reduction": reduction, "index_shape": index_shape},
-                     name=op).outputs[0]
+    return create_op("ScatterReduce", inputs, ["scatterreduce_out"],
+                     {"axis": axis, "reduction": reduction, "index_shape": index_shape,
+                      "axis_size": int(shape[axis])}, name=op).outputs[0]
+
+
+def _scatter_reduce_shape(ins, attrs, graphs=()):
+    data, axis = ins[0], attrs["axis"]
+    shape = list(data.shape)
+    shape[axis] = attrs["axis_size"]
+    return [(tuple(shape), data.dtype)]
+
+
+define_op("ScatterReduce", _scatter_reduce_shape)
 
 
 def _dynamic_args(op: str, t: Tensor, index, axes, sizes):
@@ -255,7 +278,7 @@ def dynamic_slice(t: Tensor, index: Tensor, axes: List[int], sizes: List[int],
     index, axes, sizes, part = _dynamic_args(op, t, index, axes, sizes)
     check_in_graph(op, t=t, index=index)
     same_tile_set(op, t, index)
-    return create_op("DynamicSlice", [t, index], [("dynamic_slice_out", part, t.dtype)],
+    return create_op("DynamicSlice", [t, index], ["dynamic_slice_out"],
                      {"axes": axes, "sizes": sizes, "no_overlap": bool(no_overlap)},
                      name=op).outputs[0]
 
@@ -271,10 +294,22 @@ def _dynamic_update(kind: str, op: str, t: Tensor, index, t_update: Tensor, axes
         raise ValueError(f"{op}: t_update {t_update.id!r} has shape {t_update.shape}; the slice "
                          f"of {t.id!r} {t.shape} with axes {axes} and sizes {sizes} has shape "
                          f"{part}")
-    kw = {"aliases": [(0, 0)], "modified": [0]} if inplace else {}
-    return create_op(kind, [t, index, t_update], [(f"{op}_out", t.shape, t.dtype)],
+    return create_op(kind, [t, index, t_update], [f"{op}_out"],
                      {"axes": axes, "sizes": sizes, "no_overlap": bool(no_overlap)},
-                     name=op, **kw).outputs[0]
+                     name=op).outputs[0]
+
+
+def _dynamic_slice_shape(ins, attrs, graphs=()):
+    part = list(ins[0].shape)
+    for a, s in zip(attrs["axes"], attrs["sizes"]):
+        part[a] = s
+    return [(tuple(part), ins[0].dtype)]
+
+
+define_op("DynamicSlice", _dynamic_slice_shape)
+define_op("DynamicUpdate", like_input(0))
+define_op("DynamicUpdateInplace", like_input(0), aliases=((0, 0),), modifies=(0,),
+          no_grad="modifies its input (autodiff rejects modifying ops)")
 
 
 def dynamic_update(t: Tensor, index: Tensor, t_update: Tensor, axes: Iterable[int],
@@ -328,9 +363,16 @@ def onehot(t: Tensor, num_classes: Tensor, values: Tensor, axis: int) -> Tensor:
         raise ValueError(f"{op}: values {values.id!r} must have shape (2,) [off, on], has "
                          f"{values.shape}")
     axis = normalize_axis(op, axis, t.rank + 1)
-    shape = t.shape[:axis] + (depth,) + t.shape[axis:]
-    return create_op("Onehot", [t, num_classes, values], [("onehot_out", shape, values.dtype)],
+    return create_op("Onehot", [t, num_classes, values], ["onehot_out"],
                      {"axis": axis, "depth": depth}, name=op).outputs[0]
+
+
+def _onehot_shape(ins, attrs, graphs=()):
+    t, axis = ins[0], attrs["axis"]
+    return [(t.shape[:axis] + (attrs["depth"],) + t.shape[axis:], ins[2].dtype)]
+
+
+define_op("Onehot", _onehot_shape)
 
 
 # ---- gradient rules

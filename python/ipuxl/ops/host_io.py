@@ -4,6 +4,8 @@ from typing import Optional
 
 from ..context import get_current_graph
 from ..op import create_op
+from ..opdef import define_op
+from .rules import no_outputs
 from ..streams import DeviceToHostStream, HostToDeviceStream
 from ..tensor import Tensor
 from .utils import check_in_graph
@@ -21,9 +23,18 @@ def host_load(h2d_stream: HostToDeviceStream, name: Optional[str] = None) -> Ten
         raise ValueError(f"host_load: stream {h2d_stream.tensor_id!r} belongs to another Ir")
     base = name or h2d_stream.tensor_id
     h2d_stream._used = True
-    op = create_op("HostLoad", [], [(f"{base}_hostload", h2d_stream.shape, h2d_stream.dtype)],
-                   {"_stream": h2d_stream}, name="host_load")
+    op = create_op("HostLoad", [], [f"{base}_hostload"], {"_stream": h2d_stream},
+                   name="host_load")
     return op.outputs[0]
+
+
+# Each execution moves one transfer of the host's data: never dropped,
+# reordered or repeated.
+define_op("HostLoad", lambda ins, attrs, graphs=(): [(attrs["_stream"].shape,
+                                                     attrs["_stream"].dtype)],
+          kind="host_load", side_effects=True, recomputable=False, no_grad="reads the host")
+define_op("HostStore", no_outputs, kind="host_store", side_effects=True, recomputable=False,
+          no_grad="writes the host")
 
 
 def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:

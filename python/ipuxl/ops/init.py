@@ -3,6 +3,7 @@ from typing import Iterable, Optional
 
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 
 __all__ = ["init"]
@@ -19,7 +20,11 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
         raise ValueError(f"init: negative dimension in shape {shape}")
     dt = dtypes.dtype.as_dtype(dtype)
     dt._core_code  # noqa: B018 - rejects dtypes the core cannot hold
-    op = create_op("Init", [], [(name or "init", shape, dt)], {"init_type": init_type},
-                   name="init")
+    op = create_op("Init", [], [name or "init"],
+                   {"init_type": init_type, "_shape": shape, "_dtype": dt}, name="init")
     op.outputs[0]._meta_shape = tuple(meta_shape or ())
     return op.outputs[0]
+
+
+define_op("Init", lambda ins, attrs, graphs=(): [(attrs["_shape"], attrs["_dtype"])],
+          no_grad="no inputs")

@@ -7,12 +7,18 @@ not greater).
 """
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .cast import cast
+from .rules import broadcast, like_input
 from .utils import (ALL_DTYPES, NUMERIC_DTYPES, broadcast_shapes, check_dtype_in,
                     check_in_graph, check_same_dtype, check_tensor, same_tile_set, to_tensor)
 
 __all__ = ["logical_and", "logical_or", "logical_not", "equal", "greater"]
+
+for _t in ("And", "Or", "Equal", "Greater"):
+    define_op(_t, broadcast(dtypes.bool), no_grad="boolean output")
+define_op("Not", like_input(0, dtypes.bool), no_grad="boolean output")
 
 
 def _operands(name: str, lhs, rhs, lhs_name: str = "lhs", rhs_name: str = "rhs"):
@@ -32,8 +38,8 @@ def _logical(kind: str, name: str, out_name: str, lhs, rhs) -> Tensor:
     lhs, rhs = _operands(name, lhs, rhs)
     lhs = _as_bool(name, lhs)
     rhs = _as_bool(name, rhs)
-    shape = broadcast_shapes(name, lhs, rhs)
-    return create_op(kind, [lhs, rhs], [(out_name, shape, dtypes.bool)], name=name).outputs[0]
+    broadcast_shapes(name, lhs, rhs)
+    return create_op(kind, [lhs, rhs], [out_name], name=name).outputs[0]
 
 
 def logical_and(lhs: Tensor, rhs: Tensor) -> Tensor:
@@ -50,8 +56,7 @@ def logical_not(t: Tensor) -> Tensor:
     """Elementwise ``NOT t`` (input cast to bool if needed)."""
     check_in_graph("logical_not", t=t)
     t = _as_bool("logical_not", t)
-    return create_op("Not", [t], [("not_out", t.shape, dtypes.bool)],
-                     name="logical_not").outputs[0]
+    return create_op("Not", [t], ["not_out"], name="logical_not").outputs[0]
 
 
 def equal(lhs: Tensor, rhs: Tensor) -> Tensor:
@@ -60,9 +65,8 @@ def equal(lhs: Tensor, rhs: Tensor) -> Tensor:
     lhs, rhs = _operands("equal", lhs, rhs)
     check_same_dtype("equal", lhs, rhs)
     check_dtype_in("equal", lhs, ALL_DTYPES)
-    shape = broadcast_shapes("equal", lhs, rhs)
-    return create_op("Equal", [lhs, rhs], [("equal_out", shape, dtypes.bool)],
-                     name="equal").outputs[0]
+    broadcast_shapes("equal", lhs, rhs)
+    return create_op("Equal", [lhs, rhs], ["equal_out"], name="equal").outputs[0]
 
 
 def greater(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002 - PopXL name
@@ -71,6 +75,5 @@ def greater(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002 - PopXL name
     input, other = _operands("greater", input, other, "input", "other")
     check_same_dtype("greater", input, other)
     check_dtype_in("greater", input, NUMERIC_DTYPES)
-    shape = broadcast_shapes("greater", input, other)
-    return create_op("Greater", [input, other], [("greater_out", shape, dtypes.bool)],
-                     name="greater").outputs[0]
+    broadcast_shapes("greater", input, other)
+    return create_op("Greater", [input, other], ["greater_out"], name="greater").outputs[0]

@@ -24,6 +24,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import check_dtype_in, check_in_graph, same_tile_set, to_tensor
 
@@ -73,8 +74,7 @@ def nll_loss(probs: Tensor, labels: Tensor, ignore_index: Optional[int] = None,
     same_tile_set(name, probs, labels)
     attrs = _check_common(name, probs, labels, ignore_index, reduction)
     attrs["log_prob"] = int(bool(log_prob))
-    shape = labels.shape if reduction == "none" else ()
-    op = create_op("Nll", [probs, labels], [("loss", shape, probs.dtype)], attrs, name="nll")
+    op = create_op("Nll", [probs, labels], ["loss"], attrs, name="nll")
     return op.outputs[0]
 
 
@@ -113,11 +113,20 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
             f"{name}: loss_grad {loss_grad.id!r} has shape {loss_grad.shape}; expected a single "
             "element" + (f" or the labels shape {labels.shape}" if reduction == "none" else "")
             + f" (reduction={reduction!r})")
-    shape = labels.shape if reduction == "none" else ()
-    op = create_op("NlllWithSoftmaxGradDirect", [probs, labels, loss_grad],
-                   [("loss", shape, probs.dtype), ("dx", probs.shape, probs.dtype)], attrs,
+    op = create_op("NlllWithSoftmaxGradDirect", [probs, labels, loss_grad], ["loss", "dx"], attrs,
                    name=name)
     return op.outputs[0], op.outputs[1]
+
+
+def _loss_spec(ins, attrs):
+    probs, labels = ins[0], ins[1]
+    return ((labels.shape if attrs["reduction"] == "none" else ()), probs.dtype)
+
+
+define_op("Nll", lambda ins, attrs, graphs=(): [_loss_spec(ins, attrs)])
+define_op("NlllWithSoftmaxGradDirect",
+          lambda ins, attrs, graphs=(): [_loss_spec(ins, attrs), (ins[0].shape, ins[0].dtype)],
+          no_grad="returns its own gradient (as in PopXL)")
 
 
 # ---- gradient rules

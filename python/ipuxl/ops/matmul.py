@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, check_same_dtype, to_tensor
 
@@ -52,17 +53,20 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
     if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
         raise ValueError(f"matmul: available_memory_proportion must be in (0, 1], got "
                          f"{available_memory_proportion}")
-    shape = matmul_shape("matmul", lhs, rhs)
+    matmul_shape("matmul", lhs, rhs)
     attrs = {}
     if available_memory_proportion is not None:
         attrs["available_memory_proportion"] = float(available_memory_proportion)
-    out = create_op("MatMul", [lhs, rhs], [("matmul", shape, lhs.dtype)], attrs,
-                    name="matmul").outputs[0]
+    out = create_op("MatMul", [lhs, rhs], ["matmul"], attrs, name="matmul").outputs[0]
     if output_type is not None and dtypes.dtype.as_dtype(output_type) != out.dtype:
         from .cast import cast
 
         out = cast(out, dtypes.dtype.as_dtype(output_type))
     return out
+
+
+define_op("MatMul", lambda ins, attrs, graphs=(): [(matmul_shape("MatMul", ins[0], ins[1]),
+                                                    ins[0].dtype)])
 
 
 def _swap_last(t: Tensor) -> Tensor:

@@ -13,7 +13,9 @@ from typing import Optional, Union
 import numpy as np
 
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import broadcast, like_input
 from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
                     check_same_dtype, check_tensor, same_tile_set, to_tensor)
 
@@ -37,8 +39,8 @@ def fmod(lhs: Tensor, rhs: Tensor) -> Tensor:
     same_tile_set("fmod", lhs, rhs)
     check_same_dtype("fmod", lhs, rhs)
     check_dtype_in("fmod", lhs, NUMERIC_DTYPES)
-    shape = broadcast_shapes("fmod", lhs, rhs)
-    return create_op("Fmod", [lhs, rhs], [("fmod_out", shape, lhs.dtype)], name="fmod").outputs[0]
+    broadcast_shapes("fmod", lhs, rhs)
+    return create_op("Fmod", [lhs, rhs], ["fmod_out"], name="fmod").outputs[0]
 
 
 def pow(t: Tensor, e: Union[float, int, Tensor]) -> Tensor:  # noqa: A001 - PopXL name
@@ -68,8 +70,8 @@ def pow(t: Tensor, e: Union[float, int, Tensor]) -> Tensor:  # noqa: A001 - PopX
     same_tile_set("pow", t, e)
     check_dtype_in("pow", t, NUMERIC_DTYPES)
     check_same_dtype("pow", t, e)
-    shape = broadcast_shapes("pow", t, e)
-    return create_op("Pow", [t, e], [("pow_out", shape, t.dtype)], name="pow").outputs[0]
+    broadcast_shapes("pow", t, e)
+    return create_op("Pow", [t, e], ["pow_out"], name="pow").outputs[0]
 
 
 def maximum(*ts: Tensor) -> Tensor:
@@ -81,9 +83,8 @@ def maximum(*ts: Tensor) -> Tensor:
     same_tile_set("maximum", *ts)
     check_same_dtype("maximum", *ts)
     check_dtype_in("maximum", ts[0], NUMERIC_DTYPES)
-    shape = broadcast_shapes("maximum", *ts)
-    return create_op("Max", list(ts), [("maximum_out", shape, ts[0].dtype)],
-                     name="maximum").outputs[0]
+    broadcast_shapes("maximum", *ts)
+    return create_op("Max", list(ts), ["maximum_out"], name="maximum").outputs[0]
 
 
 def identity(t: Tensor, output_name: Optional[str] = None) -> Tensor:
@@ -93,7 +94,7 @@ def identity(t: Tensor, output_name: Optional[str] = None) -> Tensor:
     if output_name is not None and not isinstance(output_name, str):
         raise TypeError(f"identity: output_name must be a str, got {output_name!r}")
     name = output_name if output_name else f"identity_{t.name}"
-    return create_op("Identity", [t], [(name, t.shape, t.dtype)], name="identity").outputs[0]
+    return create_op("Identity", [t], [name], name="identity").outputs[0]
 
 
 rename = identity
@@ -103,16 +104,14 @@ def detach(t: Tensor) -> Tensor:
     """A copy of ``t`` through which no gradient flows (numerically the
     identity)."""
     check_in_graph("detach", t=t)
-    return create_op("Detach", [t], [("detach_out", t.shape, t.dtype)], name="detach").outputs[0]
+    return create_op("Detach", [t], ["detach_out"], name="detach").outputs[0]
 
 
 def detach_(t: Tensor) -> Tensor:
     """In-place ``detach``: the output is a view sharing ``t``'s storage (no
     copy); no gradient flows through it."""
     check_in_graph("detach_", t=t)
-    op = create_op("DetachInplace", [t], [("detach_out", t.shape, t.dtype)], name="detach_",
-                   aliases=[(0, 0)])
-    return op.outputs[0]
+    return create_op("DetachInplace", [t], ["detach_out"], name="detach_").outputs[0]
 
 
 def _increment_mod_args(name: str, t: Tensor, increment, modulus):
@@ -147,16 +146,27 @@ def increment_mod(t: Tensor, increment: float, modulus: float) -> Tensor:
     conversion.
     """
     attrs = _increment_mod_args("increment_mod", t, increment, modulus)
-    return create_op("IncrementMod", [t], [("increment_mod_out", t.shape, t.dtype)], attrs,
+    return create_op("IncrementMod", [t], ["increment_mod_out"], attrs,
                      name="increment_mod").outputs[0]
 
 
 def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
     """In-place ``increment_mod``: writes into ``t`` and returns it."""
     attrs = _increment_mod_args("increment_mod_", t, increment, modulus)
-    op = create_op("IncrementModInplace", [t], [("increment_mod_inplace_out", t.shape, t.dtype)],
-                   attrs, name="increment_mod_", aliases=[(0, 0)], modified=[0])
-    return op.outputs[0]
+    return create_op("IncrementModInplace", [t], ["increment_mod_inplace_out"], attrs,
+                     name="increment_mod_").outputs[0]
+
+
+# PopART's grad ops of Pow and Fmod read the forward output.
+define_op("Fmod", broadcast(), stash_outputs=True)
+define_op("Pow", broadcast(), stash_outputs=True)
+define_op("Max", broadcast())
+define_op("Identity", like_input(0))
+define_op("Detach", like_input(0))
+define_op("DetachInplace", like_input(0), aliases=((0, 0),))
+define_op("IncrementMod", like_input(0))
+define_op("IncrementModInplace", like_input(0), aliases=((0, 0),), modifies=(0,),
+          no_grad="modifies its input (autodiff rejects modifying ops)")
 
 
 # ---- gradient rules

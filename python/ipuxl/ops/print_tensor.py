@@ -3,7 +3,9 @@ import numbers
 
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import like_input
 from .utils import check_in_graph, check_tensor
 
 __all__ = ["print_tensor"]
@@ -72,8 +74,12 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True,
              "float_format": float_format, "separator": separator, "open_bracket": open_bracket,
              "close_bracket": close_bracket}
     attrs.update({k: int(v) for k, v in counts.items()})
-    return create_op("PrintTensor", [t], [("print_out", t.shape, t.dtype)], attrs,
-                     name=op).outputs[0]
+    return create_op("PrintTensor", [t], ["print_out"], attrs, name=op).outputs[0]
+
+
+# Printing is its effect: it runs even when nothing reads its output, and it
+# is not repeated by recomputation in a gradient graph.
+define_op("PrintTensor", like_input(0), side_effects=True, recomputable=False)
 
 
 # ---- gradient rule: identity, printing the gradient when asked (PopART's

@@ -13,6 +13,8 @@ from typing import Iterable, Tuple
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
+from .rules import like_input
 from ..tensor import Tensor, constant
 from .utils import FLOAT_DTYPES, check_dtype_in, check_in_graph, check_tensor, same_tile_set
 
@@ -79,8 +81,9 @@ def random_uniform(seed_tensor: Tensor, shape: Tuple[int, ...], low: float = 0.0
     if low > high:
         raise ValueError(f"{op}: low ({low}) must not exceed high ({high})")
     dtype = _check_float_dtype(op, dtype)
-    return create_op("RandomUniform", [seed_tensor], [("random_uniform_out", shape, dtype)],
-                     {"low": low, "high": high}, name=op).outputs[0]
+    return create_op("RandomUniform", [seed_tensor], ["random_uniform_out"],
+                     {"low": low, "high": high, "shape": list(shape), "_dtype": dtype},
+                     name=op).outputs[0]
 
 
 def random_normal(seed_tensor: Tensor, shape: Tuple[int, ...], mean: float = 0.0,
@@ -102,8 +105,9 @@ def random_normal(seed_tensor: Tensor, shape: Tuple[int, ...], mean: float = 0.0
     if std < 0:
         raise ValueError(f"{op}: std must be >= 0, got {std}")
     dtype = _check_float_dtype(op, dtype)
-    return create_op("RandomNormal", [seed_tensor], [("random_normal_out", shape, dtype)],
-                     {"mean": mean, "std": std}, name=op).outputs[0]
+    return create_op("RandomNormal", [seed_tensor], ["random_normal_out"],
+                     {"mean": mean, "std": std, "shape": list(shape), "_dtype": dtype},
+                     name=op).outputs[0]
 
 
 def _check_ratio(op: str, name: str, p) -> float:
@@ -130,8 +134,8 @@ def dropout(t: Tensor, seed_tensor: Tensor, p: float) -> Tensor:
     same_tile_set(op, t, seed_tensor)
     check_dtype_in(op, t, FLOAT_DTYPES)
     p = _check_ratio(op, "p", p)
-    return create_op("Dropout", [t, seed_tensor], [("dropout_out", t.shape, t.dtype)],
-                     {"ratio": p}, name=op).outputs[0]
+    return create_op("Dropout", [t, seed_tensor], ["dropout_out"], {"ratio": p},
+                     name=op).outputs[0]
 
 
 def shaped_dropout(t: Tensor, seed_tensor: Tensor, shape: Iterable[int],
@@ -159,7 +163,7 @@ def shaped_dropout(t: Tensor, seed_tensor: Tensor, shape: Iterable[int],
         raise ValueError(f"{op}: the mask shape {mshape} does not broadcast to the shape "
                          f"{t.shape} of {t.id!r}")
     ratio = _check_ratio(op, "ratio", ratio)
-    return create_op("ShapedDropout", [t, seed_tensor], [("shapeddropout_out", t.shape, t.dtype)],
+    return create_op("ShapedDropout", [t, seed_tensor], ["shapeddropout_out"],
                      {"ratio": ratio, "shape": list(mshape)}, name=op).outputs[0]
 
 
@@ -176,8 +180,19 @@ def create_random_seed(seed: Tensor, modifier: Tensor) -> Tensor:
     if not modifier.dtype.is_int or modifier.nelms != 1:
         raise ValueError(f"{op}: modifier {modifier.id!r} must be an integer scalar, got "
                          f"{modifier.dtype.name} {modifier.shape}")
-    return create_op("ModifyRandomSeed", [seed, modifier], [("modified_seed", (2,), dtypes.uint32)],
+    return create_op("ModifyRandomSeed", [seed, modifier], ["modified_seed"],
                      name="modify_random_seed").outputs[0]
+
+
+# Random ops are not recomputed in a gradient graph (as PopART): a
+# recomputation would have to reproduce the forward pass's seed exactly.
+_sampled = lambda ins, attrs, graphs=(): [(tuple(attrs["shape"]), attrs["_dtype"])]  # noqa: E731
+define_op("RandomUniform", _sampled, recomputable=False, no_grad="samples: no input to differentiate")
+define_op("RandomNormal", _sampled, recomputable=False, no_grad="samples: no input to differentiate")
+define_op("Dropout", like_input(0), recomputable=False)
+define_op("ShapedDropout", like_input(0), recomputable=False)
+define_op("ModifyRandomSeed", lambda ins, attrs, graphs=(): [((2,), dtypes.uint32)],
+          no_grad="integer output")
 
 
 def split_random_seed(seed: Tensor, n: int = 2) -> Tuple[Tensor, ...]:

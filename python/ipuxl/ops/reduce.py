@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import dtypes
 from ..grad import register_grad
+from ..opdef import define_op
 from ..op import create_op
 from ..tensor import Tensor
 from .utils import (FLOAT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
@@ -100,9 +101,23 @@ def _reduce(kind: str, name: str, t: Tensor, axis: AxisArg, keepdims: bool,
         if kind == "ReduceMean" and not t.dtype.is_floating_point:
             raise ValueError(f"{name}: the mean of tensor {t.id!r} ({t.dtype.name}) over the empty "
                              f"axes {axes} is NaN, which {t.dtype.name} cannot hold")
-    op = create_op(kind, [t], [(f"{name}_out", shape, t.dtype)],
-                   {"axes": list(axes), "keepdims": int(keepdims)}, name=name)
+    op = create_op(kind, [t], [f"{name}_out"], {"axes": list(axes), "keepdims": int(keepdims)},
+                   name=name)
     return op.outputs[0]
+
+
+def _reduce_shape(ins, attrs, graphs=()):
+    return [(reduced_shape(ins[0].shape, tuple(attrs["axes"]), bool(attrs["keepdims"]))[0],
+             ins[0].dtype)]
+
+
+for _t in ("Sum", "Mean", "Max", "Min", "Median", "Prod", "L1", "L2", "LogSum", "LogSumExp",
+           "SumSquare"):
+    define_op(f"Reduce{_t}", _reduce_shape)
+define_op("LambSquare", lambda ins, attrs, graphs=(): [((), dtypes.float32)])
+define_op("Histogram", lambda ins, attrs, graphs=(): [((len(attrs["levels"]) + 1,),
+                                                        dtypes.uint32)],
+          no_grad="integer output")
 
 
 def sum(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
@@ -169,8 +184,7 @@ def lamb_square(t: Tensor) -> Tensor:
     accumulated in at least float32."""
     check_in_graph("lamb_square", t=t)
     check_dtype_in("lamb_square", t, FLOAT_DTYPES)
-    op = create_op("LambSquare", [t], [("lamb_square_out", (), dtypes.float32)],
-                   name="lamb_square")
+    op = create_op("LambSquare", [t], ["lamb_square_out"], name="lamb_square")
     return op.outputs[0]
 
 
@@ -199,7 +213,7 @@ def histogram(t: Tensor, levels: List[float], absolute_of_input: bool) -> Tensor
     rounded = np.asarray(lv, dtype=t.dtype.as_numpy()) if lv else np.zeros(0)
     if len(np.unique(rounded)) != len(lv):
         raise ValueError(f"{name}: levels {lv} are not distinct once rounded to {t.dtype.name}")
-    op = create_op("Histogram", [t], [("histogram_out", (len(lv) + 1,), dtypes.uint32)],
+    op = create_op("Histogram", [t], ["histogram_out"],
                    {"levels": lv, "absolute_of_input": int(bool(absolute_of_input))}, name=name)
     return op.outputs[0]
 

@@ -9,7 +9,9 @@ from typing import List, Mapping, Optional, Tuple, Union
 from ..errors import popart_exception
 from ..graph import Graph
 from ..tensor import Tensor
-from .call import CallSiteInfo, _create_call, bind_inputs
+from ..opdef import define_op
+from .call import CallSiteInfo, _by_ref_inputs, _create_call, bind_inputs
+from .rules import called_graph_outputs
 
 __all__ = ["repeat", "repeat_with_info"]
 
@@ -37,6 +39,10 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Union[Tensor, Lis
     parents = bind_inputs("repeat", graph, inputs, inputs_dict, check_inputs)
     op = _create_call("Repeat", graph, parents, {"repeat_count": repeat_count})
     return CallSiteInfo(op)
+
+
+define_op("Repeat", called_graph_outputs, kind="repeat", modifies=_by_ref_inputs,
+          side_effects=True)
 
 
 def repeat(graph: Graph, repeat_count: int, *inputs: Union[Tensor, List[Tensor]],

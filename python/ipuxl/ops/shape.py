@@ -15,6 +15,7 @@ import numpy as np
 
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import check_in_graph, normalize_axis
 
@@ -78,7 +79,7 @@ def reshape(t: Tensor, shape: Tuple[int, ...]) -> Tensor:
     """
     check_in_graph("reshape", t=t)
     shape = _resolve_shape("reshape", t, shape)
-    return create_op("Reshape", [t], [(f"{t.name}_reshaped", shape, t.dtype)],
+    return create_op("Reshape", [t], [f"{t.name}_reshaped"], {"shape": list(shape)},
                      name="reshape").outputs[0]
 
 
@@ -86,9 +87,9 @@ def reshape_(t: Tensor, shape: Tuple[int, ...]) -> Tensor:
     """Reshape ``t`` in place: the result is a view sharing ``t``'s storage."""
     check_in_graph("reshape_", t=t)
     shape = _resolve_shape("reshape_", t, shape)
-    return create_op("ReshapeInplace", [t], [(f"{t.name}_reshaped", shape, t.dtype)],
-                     attrs=_view_attrs(t, False), name="reshape_inplace",
-                     aliases=[(0, 0)]).outputs[0]
+    return create_op("ReshapeInplace", [t], [f"{t.name}_reshaped"],
+                     attrs={"shape": list(shape), **_view_attrs(t, False)},
+                     name="reshape_inplace").outputs[0]
 
 
 def flatten(t: Tensor) -> Tensor:
@@ -163,8 +164,8 @@ def transpose(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor:
     ``permutation[i]``. By default the axes are reversed."""
     check_in_graph("transpose", t=t)
     perm = _permutation("transpose", t, permutation)
-    return create_op("Transpose", [t], [(f"{t.name}_T", _transposed_shape(t, perm), t.dtype)],
-                     {"perm": list(perm)}, name="transpose").outputs[0]
+    return create_op("Transpose", [t], [f"{t.name}_T"], {"perm": list(perm)},
+                     name="transpose").outputs[0]
 
 
 def transpose_(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor:
@@ -177,13 +178,38 @@ def transpose_(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor
     """
     check_in_graph("transpose_", t=t)
     perm = _permutation("transpose_", t, permutation)
+    return create_op("TransposeInplace", [t], [f"{t.name}_T"],
+                     {"perm": list(perm), **_view_attrs(t, not _keeps_layout(t, perm))},
+                     name="transpose_inplace").outputs[0]
+
+
+def _keeps_layout(t: Tensor, perm: Sequence[int]) -> bool:
+    """Whether permuting ``t``'s axes by ``perm`` keeps its memory order (it
+    moves only axes of length 1), so the result can share its storage."""
     moved = [p for p in perm if t.shape[p] != 1]
-    same_layout = moved == sorted(moved)
-    shape = _transposed_shape(t, perm)
-    return create_op("TransposeInplace", [t], [(f"{t.name}_T", shape, t.dtype)],
-                     {"perm": list(perm), **_view_attrs(t, not same_layout)},
-                     name="transpose_inplace",
-                     aliases=[(0, 0)] if same_layout else ()).outputs[0]
+    return moved == sorted(moved)
+
+
+def _reshape_shape(ins, attrs, graphs=()):
+    t, shape = ins[0], tuple(attrs["shape"])
+    if int(np.prod(shape, dtype=np.int64)) != t.nelms:
+        raise ValueError(f"cannot reshape {t.id!r} {t.shape} to {shape}")
+    return [(shape, t.dtype)]
+
+
+def _transpose_shape(ins, attrs, graphs=()):
+    t, perm = ins[0], list(attrs["perm"])
+    if sorted(perm) != list(range(t.rank)):
+        raise ValueError(f"{perm} is not a permutation of the axes of {t.id!r} {t.shape}")
+    return [(_transposed_shape(t, perm), t.dtype)]
+
+
+define_op("Reshape", _reshape_shape)
+define_op("ReshapeInplace", _reshape_shape, aliases=((0, 0),))
+define_op("Transpose", _transpose_shape)
+define_op("TransposeInplace", _transpose_shape,
+          aliases=lambda ins, attrs, graphs=(): ((0, 0),) if _keeps_layout(ins[0], attrs["perm"])
+          else ())
 
 
 # ---- gradient rules. Views (``reshape_``, ``transpose_``) are not modifying

@@ -14,6 +14,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .shape import _is_int, _view_attrs, reshape
 from .utils import check_in_graph, check_same_dtype, normalize_axis, same_tile_set
@@ -96,8 +97,9 @@ def slice(t: Tensor, start: IntOrList = None, stop: IntOrList = None, step: IntO
     if start is None and stop is None and step is None:
         return t
     starts, steps, shape = _slice_params("slice", t, start, stop, step, axis)
-    return create_op("Slice", [t], [("slice_out", shape, t.dtype)],
-                     {"starts": starts, "steps": steps}, name="slice").outputs[0]
+    return create_op("Slice", [t], ["slice_out"],
+                     {"starts": starts, "steps": steps, "sizes": list(shape)},
+                     name="slice").outputs[0]
 
 
 def slice_(t: Tensor, start: IntOrList = None, stop: IntOrList = None, step: IntOrList = None,
@@ -108,11 +110,34 @@ def slice_(t: Tensor, start: IntOrList = None, stop: IntOrList = None, step: Int
     if start is None and stop is None and step is None:
         return t
     starts, steps, shape = _slice_params("slice_", t, start, stop, step, axis)
-    whole = shape == t.shape and all(
-        b == 0 and (s == 1 or n <= 1) for b, s, n in zip(starts, steps, t.shape))
-    return create_op("SliceInplace", [t], [("slice_out", shape, t.dtype)],
-                     {"starts": starts, "steps": steps, **_view_attrs(t, not whole)},
-                     name="slice_inplace", aliases=[(0, 0)] if whole else ()).outputs[0]
+    attrs = {"starts": starts, "steps": steps, "sizes": list(shape)}
+    attrs.update(_view_attrs(t, not _whole_slice([t], attrs)))
+    return create_op("SliceInplace", [t], ["slice_out"], attrs, name="slice_inplace").outputs[0]
+
+
+def _slice_shape(ins, attrs, graphs=()):
+    t = ins[0]
+    starts, steps, sizes = attrs["starts"], attrs["steps"], attrs["sizes"]
+    if not len(starts) == len(steps) == len(sizes) == t.rank:
+        raise ValueError(f"starts, steps and sizes need one entry per axis of {t.id!r} {t.shape}")
+    for a, (b, s, n) in enumerate(zip(starts, steps, sizes)):
+        if n < 0 or s == 0 or (n > 0 and not (0 <= b < t.shape[a] and 0 <= b + (n - 1) * s
+                                               < t.shape[a])):
+            raise ValueError(f"slice of axis {a} (start {b}, step {s}, {n} elements) is out of "
+                             f"range for {t.id!r} {t.shape}")
+    return [(tuple(sizes), t.dtype)]
+
+
+def _whole_slice(ins, attrs, graphs=()) -> bool:
+    """Whether a slice selects all of its input in order (a true alias)."""
+    t = ins[0]
+    return tuple(attrs["sizes"]) == t.shape and all(
+        b == 0 and (s == 1 or n <= 1) for b, s, n in zip(attrs["starts"], attrs["steps"], t.shape))
+
+
+define_op("Slice", _slice_shape)
+define_op("SliceInplace", _slice_shape,
+          aliases=lambda ins, attrs, graphs=(): ((0, 0),) if _whole_slice(ins, attrs) else ())
 
 
 def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
@@ -138,9 +163,12 @@ def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
             f"input tensor {t.id!r} ({t.rank})")
     if any(s < 1 for s in strides):
         raise ValueError(f"subsample: strides must be >= 1, got {strides}")
-    shape = tuple(-(-d // s) for d, s in zip(t.shape, strides))
-    return create_op("Subsample", [t], [("subsample_out", shape, t.dtype)],
+    return create_op("Subsample", [t], ["subsample_out"],
                      {"strides": [int(s) for s in strides]}, name="subsample").outputs[0]
+
+
+define_op("Subsample", lambda ins, attrs, graphs=(): [
+    (tuple(-(-d // s) for d, s in zip(ins[0].shape, attrs["strides"])), ins[0].dtype)])
 
 
 def split(t: Tensor, splits: Union[int, List[int]], axis: int = 0) -> List[Tensor]:
@@ -185,6 +213,16 @@ def split(t: Tensor, splits: Union[int, List[int]], axis: int = 0) -> List[Tenso
     return list(op.outputs)
 
 
+def _split_shape(ins, attrs, graphs=()):
+    t, axis, sizes = ins[0], attrs["axis"], attrs["splits"]
+    if sum(sizes) != t.shape[axis] or any(s < 0 for s in sizes):
+        raise ValueError(f"splits {sizes} do not partition axis {axis} of {t.id!r} {t.shape}")
+    return [(t.shape[:axis] + (s,) + t.shape[axis + 1:], t.dtype) for s in sizes]
+
+
+define_op("Split", _split_shape)
+
+
 def _concat_check(op: str, ts) -> Tuple[List[Tensor], int]:
     if isinstance(ts, Tensor):
         raise TypeError(f"{op}: ts must be an iterable of Tensors, not a single Tensor")
@@ -226,8 +264,7 @@ def concat(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
     tensor; all other dimensions must match."""
     ts, _ = _concat_check("concat", ts)
     axis, shape = _concat_shape("concat", ts, axis)
-    return create_op("Concat", ts, [("concat_out", shape, ts[0].dtype)], {"axis": axis},
-                     name="concat").outputs[0]
+    return create_op("Concat", ts, ["concat_out"], {"axis": axis}, name="concat").outputs[0]
 
 
 def concat_(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
@@ -239,8 +276,17 @@ def concat_(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
     attrs = {"axis": axis}
     if not single or _view_attrs(ts[0], False):
         attrs["_view_copy"] = True
-    return create_op("ConcatInplace", ts, [("concat_out", shape, ts[0].dtype)], attrs,
-                     name="concat_inplace", aliases=[(0, 0)] if single else ()).outputs[0]
+    return create_op("ConcatInplace", ts, ["concat_out"], attrs,
+                     name="concat_inplace").outputs[0]
+
+
+def _concat_rule(ins, attrs, graphs=()):
+    return [(_concat_shape("concat", ins, attrs["axis"])[1], ins[0].dtype)]
+
+
+define_op("Concat", _concat_rule)
+define_op("ConcatInplace", _concat_rule,
+          aliases=lambda ins, attrs, graphs=(): ((0, 0),) if len(ins) == 1 else ())
 
 
 # ---- gradient rules. The views ``slice_``/``concat_`` are not modifying ops,

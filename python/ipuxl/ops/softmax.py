@@ -1,7 +1,9 @@
 """``softmax`` along one axis, mirroring PopXL (PopXL has no log_softmax)."""
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import like_input
 from .utils import FLOAT_DTYPES, check_dtype_in, check_in_graph, normalize_axis
 
 __all__ = ["softmax"]
@@ -21,9 +23,11 @@ def softmax(t: Tensor, axis: int) -> Tensor:
     if t.rank == 0:
         raise ValueError(f"{name}: tensor {t.id!r} has rank 0; the input rank must be at least 1")
     ax = normalize_axis(name, axis, t.rank)
-    op = create_op("Softmax", [t], [(f"{name}_out", t.shape, t.dtype)], {"axis": ax},
-                   name=name)
+    op = create_op("Softmax", [t], [f"{name}_out"], {"axis": ax}, name=name)
     return op.outputs[0]
+
+
+define_op("Softmax", like_input(0))
 
 
 @register_grad("Softmax")

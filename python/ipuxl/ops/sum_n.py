@@ -5,7 +5,9 @@ from typing import Optional, Sequence
 
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import like_input
 from .utils import check_in_graph, check_same_dtype
 
 __all__: list = []  # internal: not part of popxl.ops
@@ -21,9 +23,11 @@ def sum_n(tensors: Sequence[Tensor], name: Optional[str] = None, out_name: Optio
     shapes = {t.shape for t in tensors}
     if len(shapes) != 1:
         raise ValueError(f"sum_n: all inputs must have the same shape, got {sorted(shapes)}")
-    op = create_op("Sum", tensors, [(out_name or "sum", tensors[0].shape, tensors[0].dtype)],
-                   name=name or "sum")
+    op = create_op("Sum", tensors, [out_name or "sum"], name=name or "sum")
     return op.outputs[0]
+
+
+define_op("Sum", like_input(0))
 
 
 @register_grad("Sum")

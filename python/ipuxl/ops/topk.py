@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, normalize_axis
 
@@ -37,13 +38,19 @@ def topk(t: Tensor, k: int, axis: int, largest: bool, sorted: bool,
     if amp is not None and not (isinstance(amp, (int, float)) and 0 < amp <= 1):
         raise ValueError(f"{name}: amp (available memory proportion) must be in (0, 1], "
                          f"got {amp!r}")
-    shape = list(t.shape)
-    shape[ax] = int(k)
-    op = create_op("TopK", [t], [(f"{name}_out_value", shape, t.dtype),
-                                 (f"{name}_out_indices", shape, dtypes.int32)],
+    op = create_op("TopK", [t], [f"{name}_out_value", f"{name}_out_indices"],
                    {"k": int(k), "axis": ax, "largest": int(bool(largest)),
                     "sorted": int(bool(sorted))}, name=name)
     return op.outputs[0], op.outputs[1]
+
+
+def _topk_shape(ins, attrs, graphs=()):
+    shape = list(ins[0].shape)
+    shape[attrs["axis"]] = attrs["k"]
+    return [(tuple(shape), ins[0].dtype), (tuple(shape), dtypes.int32)]
+
+
+define_op("TopK", _topk_shape)
 
 
 @register_grad("TopK")

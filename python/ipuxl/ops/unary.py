@@ -16,7 +16,9 @@ import numpy as np
 
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import like_input
 from .utils import FLOAT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph, to_tensor
 
 __all__ = [
@@ -27,18 +29,24 @@ __all__ = [
 
 
 def _unary(kind: str, name: str, t: Tensor, allowed: Sequence[dtypes.dtype],
-           inplace: bool = False, out_dtype=None) -> Tensor:
+           inplace: bool = False) -> Tensor:
     """Create a one-input elementwise op whose output has ``t``'s shape."""
     check_in_graph(name, t=t)
     what = "expected a floating point dtype, one of" if allowed is FLOAT_DTYPES else ""
     check_dtype_in(name, t, allowed, what)
-    dt = out_dtype if out_dtype is not None else t.dtype
-    if inplace:
-        op = create_op(kind, [t], [(f"{name.rstrip('_')}_inplace_out", t.shape, dt)],
-                       name=name, aliases=[(0, 0)], modified=[0])
-    else:
-        op = create_op(kind, [t], [(f"{name}_out", t.shape, dt)], name=name)
-    return op.outputs[0]
+    out = f"{name.rstrip('_')}_inplace_out" if inplace else f"{name}_out"
+    return create_op(kind, [t], [out], name=name).outputs[0]
+
+
+_SAME_SHAPE = ("Abs", "Neg", "Sqrt", "Exp", "Log", "Sin", "Cos", "Tanh", "Relu", "Gelu", "GeluErf",
+              "Swish", "Ceil", "Floor", "Sign", "Clip")
+for _t in _SAME_SHAPE:
+    define_op(_t, like_input(0))
+for _t in ("IsNaN", "IsInf"):
+    define_op(_t, like_input(0, dtypes.bool), no_grad="boolean output")
+for _t in ("Exp", "Relu", "Gelu", "GeluErf", "Swish"):
+    define_op(f"{_t}Inplace", like_input(0), aliases=((0, 0),), modifies=(0,),
+              no_grad="modifies its input (autodiff rejects modifying ops)")
 
 
 def abs(t: Tensor) -> Tensor:  # noqa: A001 - PopXL name
@@ -160,13 +168,13 @@ def sign(t: Tensor) -> Tensor:
 def isnan(t: Tensor) -> Tensor:
     """Bool tensor, True where ``t`` is NaN (numeric dtypes; always False for
     integers)."""
-    return _unary("IsNaN", "isnan", t, NUMERIC_DTYPES, out_dtype=dtypes.bool)
+    return _unary("IsNaN", "isnan", t, NUMERIC_DTYPES)
 
 
 def isinf(t: Tensor) -> Tensor:
     """Bool tensor, True where ``t`` is +inf or -inf (numeric dtypes; always
     False for integers)."""
-    return _unary("IsInf", "isinf", t, NUMERIC_DTYPES, out_dtype=dtypes.bool)
+    return _unary("IsInf", "isinf", t, NUMERIC_DTYPES)
 
 
 def isfinite(t: Tensor) -> Tensor:
@@ -206,7 +214,7 @@ def clip(t: Tensor, min: float = float("-inf"), max: float = float("inf")) -> Te
     lo = _bound("clip", "min", min)
     hi = _bound("clip", "max", max)
     check_dtype_in("clip", t, NUMERIC_DTYPES)
-    op = create_op("Clip", [t], [("clip_out", t.shape, t.dtype)], {"min": lo, "max": hi},
+    op = create_op("Clip", [t], ["clip_out"], {"min": lo, "max": hi},
                    name="clip")
     return op.outputs[0]
 

@@ -2,7 +2,9 @@
 condition and both operands."""
 from .. import dtypes
 from ..op import create_op
+from ..opdef import define_op
 from ..tensor import Tensor
+from .rules import broadcast
 from .cast import cast
 from .utils import (ALL_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
                     check_same_dtype, check_tensor, same_tile_set, to_tensor)
@@ -33,11 +35,13 @@ def where(condition: Tensor, lhs: Tensor, rhs: Tensor) -> Tensor:
     check_dtype_in("where", condition, ALL_DTYPES)
     check_same_dtype("where", lhs, rhs)
     check_dtype_in("where", lhs, ALL_DTYPES)
-    shape = broadcast_shapes("where", condition, lhs, rhs)
+    broadcast_shapes("where", condition, lhs, rhs)
     if condition.dtype != dtypes.bool:
         condition = cast(condition, dtypes.bool)
-    return create_op("Where", [condition, lhs, rhs], [("where_out", shape, lhs.dtype)],
-                     name="where").outputs[0]
+    return create_op("Where", [condition, lhs, rhs], ["where_out"], name="where").outputs[0]
+
+
+define_op("Where", broadcast(dtype_of=1))
 
 
 # ---- gradient rule

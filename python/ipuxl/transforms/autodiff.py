@@ -338,8 +338,7 @@ class _GraphBuilder:
             stack.pop()
             ins = [None if x is None else self.values[id(x)] for x in op.inputs]
             clone = create_op(op.type, ins, [(_base(o), o.shape, o.dtype) for o in op.outputs],
-                              op.attrs, name=_base_op(op), called_graphs=op.called_graphs,
-                              aliases=op.aliases)
+                              op.attrs, name=_base_op(op), called_graphs=op.called_graphs)
             for o, c in zip(op.outputs, clone.outputs):
                 self.values.setdefault(id(o), c)
 

@@ -10,6 +10,8 @@ from typing import Optional, Union
 
 from ... import dtypes
 from ...op import create_op
+from ...opdef import define_op
+from ..rules import like_input
 from ...tensor import Tensor
 from ..utils import normalize_axis, same_tile_set
 from .utils import check_same_shape, check_update_tensors, handle_optimizer_value
@@ -33,8 +35,7 @@ def _accumulate(op: str, out_name: str, mode: str, t: Tensor, X: Tensor, f) -> T
         inputs.pop()
     if isinstance(f, Tensor):
         same_tile_set(op, t, X, f)
-    o = create_op("Accumulate", inputs, [(out_name + t.name, t.shape, t.dtype)], attrs, name=op,
-                  aliases=[(0, 0)], modified=[0])
+    o = create_op("Accumulate", inputs, [out_name + t.name], attrs, name=op)
     return o.outputs[0]
 
 
@@ -75,8 +76,8 @@ def accumulate_mean_(t: Tensor, X: Tensor, step: Factor) -> Tensor:
         raise ValueError(f"{op}: step {step.id!r} must be a scalar tensor (one element), got "
                          f"shape {step.shape}")
     check_same_shape(op, t, "t", X, "X")
-    o = create_op("Accumulate", [t, X, step], [("accumulate_mean__" + t.name, t.shape, t.dtype)],
-                  {"mode": "mean"}, name=op, aliases=[(0, 0)], modified=[0])
+    o = create_op("Accumulate", [t, X, step], ["accumulate_mean__" + t.name],
+                  {"mode": "mean"}, name=op)
     return o.outputs[0]
 
 
@@ -112,8 +113,8 @@ def accumulator_scale_(t: Tensor, f: Factor) -> Tensor:
         same_tile_set(op, t, f)
     else:
         inputs.pop()
-    o = create_op("AccumulatorScale", inputs, [("accumulator_scale__" + t.name, t.shape, t.dtype)],
-                  attrs, name=op, aliases=[(0, 0)], modified=[0])
+    o = create_op("AccumulatorScale", inputs, ["accumulator_scale__" + t.name],
+                  attrs, name=op)
     return o.outputs[0]
 
 
@@ -161,6 +162,10 @@ def sparse_accumulate_(t: Tensor, X: Tensor, indices: Tensor, axis: int = 0,
     if W is not None:
         inputs.append(W)
     o = create_op("SparseAccumulate", inputs,
-                  [("sparse_accumulate__" + t.name, t.shape, t.dtype)], attrs, name=op,
-                  aliases=[(0, 0)], modified=[0])
+                  ["sparse_accumulate__" + t.name], attrs, name=op)
     return o.outputs[0]
+
+
+for _t in ("Accumulate", "AccumulatorScale", "SparseAccumulate"):
+    define_op(_t, like_input(0), aliases=((0, 0),), modifies=(0,),
+              no_grad="an optimizer update: modifies its input")

@@ -15,6 +15,7 @@ connected, else the first order momentum's; everything is computed in double.
 from typing import Optional, Union
 
 from ...op import create_op
+from ...opdef import define_op
 from ...tensor import Tensor
 from .utils import check_same_shape, check_update_tensors, handle_optimizer_value
 
@@ -51,11 +52,18 @@ def _create_updater(op: str, mode: str, m: Tensor, v: Tensor, weight: Optional[T
     hps = {n: t for n, t in (("weight_decay", weight_decay), ("beta1", beta1), ("beta2", beta2),
                              ("epsilon", epsilon)) if isinstance(t, Tensor)}
     check_update_tensors(op, acc_first_order=m, **hps)
-    out_dtype = weight.dtype if weight is not None else m.dtype
-    modified = [3] if time_step is not None else []
-    o = create_op("AdamUpdater", inputs, [("Updater", m.shape, out_dtype)], attrs, name=op,
-                  modified=modified)
-    return o.outputs[0]
+    return create_op("AdamUpdater", inputs, ["Updater"], attrs, name=op).outputs[0]
+
+
+def _updater_shape(ins, attrs, graphs=()):
+    weight, m = ins[0], ins[1]
+    return [(m.shape, weight.dtype if weight is not None else m.dtype)]
+
+
+# It increments its time step (input 3) in place when it has one.
+define_op("AdamUpdater", _updater_shape,
+          modifies=lambda ins, attrs, graphs=(): (3,) if len(ins) > 3 and ins[3] is not None else (),
+          no_grad="an optimizer update (it increments its time step in place)")
 
 
 def _checked_weight(weight, weight_decay):

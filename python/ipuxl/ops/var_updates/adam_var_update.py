@@ -2,6 +2,8 @@
 from typing import Optional, Union
 
 from ...op import create_op
+from ...opdef import define_op
+from ..rules import like_input
 from ...tensor import Tensor
 from .utils import check_same_shape, check_update_tensors, handle_optimizer_value
 
@@ -50,6 +52,9 @@ def adam_var_update(t: Tensor, x: Tensor, r1: Tensor, r2: Tensor,
     hps = {n: v for n, v in (("learning_rate", learning_rate),
                              ("max_weight_norm", max_weight_norm)) if isinstance(v, Tensor)}
     check_update_tensors(op, t=t, **hps)
-    o = create_op("AdamVarUpdate", inputs, [("adam_var_update_out", t.shape, t.dtype)], attrs,
-                  name=op, aliases=[(0, 0)], modified=[0])
+    o = create_op("AdamVarUpdate", inputs, ["adam_var_update_out"], attrs, name=op)
     return o.outputs[0]
+
+
+define_op("AdamVarUpdate", like_input(0), aliases=((0, 0),), modifies=(0,),
+          no_grad="an optimizer update: modifies its input")

@@ -1,5 +1,7 @@
 """``copy_var_update_``: overwrite a tensor with another, in place."""
 from ...op import create_op
+from ...opdef import define_op
+from ..rules import like_input
 from ...tensor import Tensor
 from ..utils import ALL_DTYPES, check_dtype_in, check_in_graph, check_tensor, same_tile_set
 from .utils import check_same_shape
@@ -22,6 +24,9 @@ def copy_var_update_(t: Tensor, X: Tensor) -> Tensor:
         raise TypeError(f"{op}: X {X.id!r} has dtype {X.dtype.name} but t {t.id!r} has dtype "
                         f"{t.dtype.name}; they must be equal")
     check_same_shape(op, t, "t", X, "X")
-    o = create_op("CopyVarUpdate", [t, X], [("updated__" + t.name, t.shape, t.dtype)],
-                  name=op, aliases=[(0, 0)], modified=[0])
+    o = create_op("CopyVarUpdate", [t, X], ["updated__" + t.name], name=op)
     return o.outputs[0]
+
+
+define_op("CopyVarUpdate", like_input(0), aliases=((0, 0),), modifies=(0,),
+          no_grad="an optimizer update: modifies its input")

@@ -1,0 +1,243 @@
+#include "engine.hpp"
+
+#include <chrono>
+#include <cstring>
+
+namespace ipuxl {
+
+Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
+               std::shared_ptr<const ProgramDesc> faithful)
+    : desc_(std::move(desc)), faithful_(std::move(faithful)), main_graph_(main_graph) {
+  const auto order = desc_->validate(main_graph_);
+  al_ = resolve_aliases(*desc_);
+  const auto written = written_roots(*desc_, al_, order);
+  for (int g : order) program_written_.insert(written[g].begin(), written[g].end());
+  low_ = lower_program(*desc_, main_graph_, order, al_, written);
+  plan_ = plan_memory(*desc_, al_);
+  exe_ = compile(low_);
+  if (faithful_) {
+    const auto f_order = faithful_->validate(main_graph_);
+    const auto f_al = resolve_aliases(*faithful_);
+    faithful_low_ = lower_program(*faithful_, main_graph_, f_order, f_al,
+                                  written_roots(*faithful_, f_al, f_order));
+  }
+  states_.push_back(make_state(*desc_, al_, plan_, exe_, low_.skipped_ops, program_written_));
+  profiles_.resize(exe_.kernel_ops.size());
+  for (size_t k = 0; k < exe_.kernel_ops.size(); ++k) {
+    const auto& op = desc_->ops[exe_.kernel_ops[k]];
+    profiles_[k].label = op.kernel + ":" + op.name;
+  }
+}
+
+namespace {
+
+bool truth(const TensorRef& c) {
+  // Floating point -0.0 has a sign bit only: compare values, not bytes.
+  switch (c.dtype) {
+    case DType::Float32: return *c.as<float>() != 0.0f;
+    case DType::Float16: return (float)*c.as<f16>() != 0.0f;
+    case DType::Float64: return *c.as<double>() != 0.0;
+    default: break;
+  }
+  for (size_t i = 0; i < dtype_size(c.dtype); ++i)
+    if (c.data[i] != 0) return true;
+  return false;
+}
+
+}  // namespace
+
+void Engine::execute(int program, std::vector<StreamBinding>& streams) {
+  State& s = state();
+  const auto& desc = *desc_;
+  const Instr* code = exe_.code.data();
+  RunContext ctx;
+  ctx.run_index = run_index_;
+  ctx.host_write_epoch = s.host_write_epoch;
+  std::vector<int> returns;
+  int pc = exe_.entry[program];
+  for (;;) {
+    const Instr& in = code[pc];
+    switch (in.code) {
+      case Code::Exec:
+        if (!profiling_) {
+          s.kernels[(size_t)in.a]->run(ctx);
+        } else {
+          auto t0 = std::chrono::steady_clock::now();
+          s.kernels[(size_t)in.a]->run(ctx);
+          auto& p = profiles_[(size_t)in.a];
+          p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          p.calls++;
+        }
+        ++pc;
+        break;
+      case Code::Copy: {
+        const TensorRef& src = s.refs[(size_t)in.a];
+        const TensorRef& dst = s.refs[(size_t)in.b];
+        if (src.data != dst.data) std::memcpy(dst.data, src.data, src.nbytes());
+        ++pc;
+        break;
+      }
+      case Code::Bind:
+        for (const auto& it : exe_.binds[(size_t)in.a]) {
+          uint8_t* p = it.to >= 0 ? s.refs[(size_t)it.to].data : s.home[(size_t)al_.root[(size_t)it.group[0]]];
+          for (int m : it.group) s.refs[(size_t)m].data = p;
+        }
+        ++pc;
+        break;
+      case Code::Call:
+        returns.push_back(pc + 1);
+        pc = in.a;
+        break;
+      case Code::Ret:
+        pc = returns.back();
+        returns.pop_back();
+        break;
+      case Code::RepeatBegin:
+        if (in.n <= 0) {
+          pc = in.b;
+        } else {
+          s.counters[(size_t)in.a] = in.n;
+          ++pc;
+        }
+        break;
+      case Code::RepeatEnd:
+        pc = --s.counters[(size_t)in.a] > 0 ? in.b : pc + 1;
+        break;
+      case Code::If:
+        pc = truth(s.refs[(size_t)in.a]) ? pc + 1 : in.b;
+        break;
+      case Code::Jump:
+        pc = in.a;
+        break;
+      case Code::StreamIn: {
+        auto& b = streams[(size_t)in.a];
+        if (b.data == nullptr || b.cursor >= b.items)
+          throw RunError("[StepIOSplitter] IStepIO unexpectedly did not provide input data for "
+                         "stream '" + desc.streams[(size_t)in.a].name + "': it holds " +
+                         std::to_string(b.items) +
+                         " transfer(s) and all were consumed in this run (num_host_transfers "
+                         "limits host_load executions per stream per run)");
+        std::memcpy(s.refs[(size_t)in.b].data, b.data + b.cursor * b.item_bytes, b.item_bytes);
+        b.cursor++;
+        ++pc;
+        break;
+      }
+      case Code::StreamOut: {
+        auto& b = streams[(size_t)in.a];
+        if (b.data == nullptr || b.cursor >= b.items)
+          throw RunError("host_store to stream '" + desc.streams[(size_t)in.a].name +
+                         "': no space left in the " + std::to_string(b.items) +
+                         " transfer(s) of the output buffer (num_host_transfers limits "
+                         "host_store executions per stream per run)");
+        std::memcpy(b.data + b.cursor * b.item_bytes, s.refs[(size_t)in.b].data, b.item_bytes);
+        b.cursor++;
+        ++pc;
+        break;
+      }
+      case Code::Carry: {
+        // All carried values are read before any is written: staged sources
+        // (outputs that are body inputs) go through buffers first.
+        const auto& c = exe_.carries[(size_t)in.a];
+        auto& bufs = s.carry_bufs[(size_t)in.a];
+        for (size_t k = 0; k < c.staged.size(); ++k)
+          std::memcpy(bufs[k].data(), s.refs[(size_t)c.staged[k].first].data, bufs[k].size());
+        for (auto [src, dst] : c.direct)
+          std::memcpy(s.refs[(size_t)dst].data, s.refs[(size_t)src].data, s.refs[(size_t)src].nbytes());
+        for (size_t k = 0; k < c.staged.size(); ++k)
+          std::memcpy(s.refs[(size_t)c.staged[k].second].data, bufs[k].data(), bufs[k].size());
+        ++pc;
+        break;
+      }
+      case Code::End:
+        return;
+    }
+  }
+}
+
+void Engine::run(std::vector<StreamBinding> bindings) {
+  if (bindings.size() != desc_->streams.size())
+    throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
+                " stream bindings, got " + std::to_string(bindings.size()));
+  ++run_index_;
+  execute(kMainProgram, bindings);
+}
+
+bool Engine::has_weights_program(bool from_host) const {
+  return !low_.programs[from_host ? kWeightsFromHostProgram : kWeightsToHostProgram].body.empty();
+}
+
+void Engine::run_weights_program(bool from_host) {
+  if (!has_weights_program(from_host)) return;
+  std::vector<StreamBinding> none(desc_->streams.size());
+  execute(from_host ? kWeightsFromHostProgram : kWeightsToHostProgram, none);
+}
+
+void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {
+  desc_->check_tensor(tensor, "write_tensor");
+  State& s = state();
+  auto& r = s.refs[(size_t)tensor];
+  if (nbytes != r.nbytes())
+    throw Error("write_tensor '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  if (r.data != src) std::memcpy(r.data, src, nbytes);  // equal: bound to the host array
+  s.host_write_epoch++;  // kernels' caches of host-only tensors are stale either way
+}
+
+void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes) const {
+  desc_->check_tensor(tensor, "read_tensor");
+  const auto& r = state().refs[(size_t)tensor];
+  if (nbytes != r.nbytes())
+    throw Error("read_tensor '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  if (dst != r.data) std::memcpy(dst, r.data, nbytes);
+}
+
+bool Engine::program_writes(int tensor) const {
+  desc_->check_tensor(tensor, "program_writes");
+  return program_written_.count(al_.root[(size_t)tensor]) != 0;
+}
+
+void Engine::bind_external(int tensor, uint8_t* data, size_t nbytes) {
+  desc_->check_tensor(tensor, "bind_external");
+  const auto& td = desc_->tensors[(size_t)tensor];
+  State& s = state();
+  auto& r = s.refs[(size_t)tensor];
+  if (td.kind != TensorKind::Variable || td.graph != main_graph_ || al_.root[(size_t)tensor] != tensor)
+    throw Error("bind_external '" + r.name + "': only a main-graph variable can use host memory");
+  if (nbytes != r.nbytes())
+    throw Error("bind_external '" + r.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(r.nbytes()));
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    throw Error("bind_external '" + r.name + "': host memory must be 64-byte aligned");
+  if (s.arena_home.count(tensor)) throw Error("bind_external '" + r.name + "': already bound");
+  // Kernels, copies and call-site binds read each TensorRef's data pointer
+  // when they run, so repointing every alias of the variable is enough.
+  s.arena_home.emplace(tensor, s.home[(size_t)tensor]);
+  for (int m : al_.members[(size_t)tensor]) s.refs[(size_t)m].data = data;
+  s.home[(size_t)tensor] = data;
+  s.host_write_epoch++;
+}
+
+void Engine::unbind_external(int tensor) {
+  desc_->check_tensor(tensor, "unbind_external");
+  State& s = state();
+  auto it = s.arena_home.find(tensor);
+  if (it == s.arena_home.end()) return;
+  std::memcpy(it->second, s.refs[(size_t)tensor].data, s.refs[(size_t)tensor].nbytes());
+  for (int m : al_.members[(size_t)tensor]) s.refs[(size_t)m].data = it->second;
+  s.home[(size_t)tensor] = it->second;
+  s.arena_home.erase(it);
+  s.host_write_epoch++;
+}
+
+std::string Engine::describe(bool host) const {
+  if (faithful_ && !host) return ipuxl::describe(faithful_low_, *faithful_);
+  return ipuxl::describe(low_, *desc_);
+}
+
+std::map<std::string, int64_t> Engine::program_counts(bool host) const {
+  if (faithful_ && !host) return count_nodes(faithful_low_);
+  return count_nodes(low_);
+}
+
+}  // namespace ipuxl

@@ -1,0 +1,89 @@
+// The Engine: one compiled program and the states it runs over.
+//
+// Construction validates the description, lowers it to the program tree,
+// plans memory, compiles flat code and builds the replica state(s). A
+// faithful description (the program as PopXL would build it, before host
+// speed-ups) may be given as well: it is validated and lowered for
+// describe() and reports, and never run.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "state.hpp"
+
+namespace ipuxl {
+
+// Host-side buffers of one run: a stream's array holds `items` transfers.
+struct StreamBinding {
+  uint8_t* data = nullptr;
+  int64_t items = 0;     // how many transfers the host array holds
+  size_t item_bytes = 0;
+  int64_t cursor = 0;    // transfers used so far in this run
+};
+
+// Host time spent in one kernel slot, accumulated over runs when profiling.
+struct ExecProfile {
+  std::string label;
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
+         std::shared_ptr<const ProgramDesc> faithful = nullptr);
+
+  // One host call: runs the main program once. On failure the device state
+  // is whatever the program had written so far (the Session says so).
+  void run(std::vector<StreamBinding> bindings);
+  // Runs the weights_from_host / weights_to_host program (main-graph ops
+  // placed in those execution contexts); nothing when it is empty.
+  void run_weights_program(bool from_host);
+  bool has_weights_program(bool from_host) const;
+
+  void write_tensor(int tensor, const uint8_t* src, size_t nbytes);
+  void read_tensor(int tensor, uint8_t* dst, size_t nbytes) const;
+  // True when some op of the program writes the tensor's storage.
+  bool program_writes(int tensor) const;
+  // Moves a main-graph variable's storage to caller-owned memory of the
+  // same size, 64-byte aligned, that outlives the Engine (the Session's host
+  // array, so the device copy and the host copy are one buffer).
+  void bind_external(int tensor, uint8_t* data, size_t nbytes);
+  // Back to the Engine's own storage, keeping the current values.
+  void unbind_external(int tensor);
+
+  const TensorRef& tensor(int id) const { return state().refs.at((size_t)id); }
+  int num_tensors() const { return (int)desc_->tensors.size(); }
+  // The faithful program when one was given, else the program that runs.
+  std::string describe(bool host = false) const;
+  std::map<std::string, int64_t> program_counts(bool host = false) const;
+  void set_profiling(bool on) { profiling_ = on; }
+  std::vector<ExecProfile> profile() const { return profiles_; }
+  size_t arena_bytes() const { return plan_.total; }
+  size_t unplanned_bytes() const { return plan_.unplanned; }
+  uint64_t runs() const { return run_index_; }
+
+ private:
+  State& state() const { return *states_[0]; }
+  void execute(int program, std::vector<StreamBinding>& streams);
+
+  std::shared_ptr<const ProgramDesc> desc_;
+  std::shared_ptr<const ProgramDesc> faithful_;
+  int main_graph_;
+  Aliasing al_;
+  MemoryPlan plan_;
+  Lowered low_;
+  Lowered faithful_low_;
+  Executable exe_;
+  std::set<int> program_written_;  // roots any op of the program writes
+  std::vector<std::unique_ptr<State>> states_;
+  std::vector<ExecProfile> profiles_;  // per kernel slot
+  uint64_t run_index_ = 0;
+  bool profiling_ = false;
+};
+
+}  // namespace ipuxl

@@ -1,0 +1,132 @@
+#include "plan.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+namespace ipuxl {
+
+Aliasing resolve_aliases(const ProgramDesc& desc) {
+  const size_t n = desc.tensors.size();
+  Aliasing al;
+  al.root.resize(n);
+  for (size_t i = 0; i < n; ++i) al.root[i] = (int)i;
+  for (const auto& op : desc.ops)
+    for (auto [o, i] : op.aliases) al.root[op.out[o]] = op.in[i];
+  // Follow chains to their owner (an op's input may itself be an alias made
+  // by an op recorded later). A chain longer than the tensor count is a cycle.
+  for (size_t t = 0; t < n; ++t) {
+    int r = al.root[t];
+    size_t steps = 0;
+    while (al.root[r] != r) {
+      r = al.root[r];
+      if (++steps > n) throw Error("tensor '" + desc.tensors[t].name + "' aliases itself");
+    }
+    al.root[t] = r;
+  }
+  al.members.assign(n, {});
+  for (size_t t = 0; t < n; ++t) al.members[al.root[t]].push_back((int)t);
+  return al;
+}
+
+std::vector<std::set<int>> written_roots(const ProgramDesc& desc, const Aliasing& al,
+                                         const std::vector<int>& order) {
+  std::vector<std::set<int>> w(desc.graphs.size());
+  for (int g : order) {
+    auto& mine = w[g];
+    for (int op_id : desc.graphs[g].ops) {
+      const auto& op = desc.ops[op_id];
+      for (int i : op.modified) mine.insert(al.root[op.in[i]]);
+      for (size_t b = 0; b < op.graphs.size(); ++b) {
+        const auto& cw = w[op.graphs[b]];  // done: callees come first
+        const auto& cg = desc.graphs[op.graphs[b]];
+        for (size_t k = 0; k < cg.inputs.size(); ++k)
+          if (cw.count(al.root[cg.inputs[k]])) mine.insert(al.root[op.in[op.caller_input(b, k)]]);
+      }
+    }
+  }
+  return w;
+}
+
+MemoryPlan plan_memory(const ProgramDesc& desc, const Aliasing& al) {
+  const auto& ts = desc.tensors;
+  const size_t n = ts.size();
+  const auto& root = al.root;
+  // Pinned roots keep their bytes for the whole program: variables,
+  // constants, graph inputs and outputs (a repeated body reads its inputs in
+  // every iteration; outputs are copied out after the body), and anything
+  // aliased with them.
+  std::vector<char> pinned(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (ts[i].kind != TensorKind::Intermediate) pinned[root[i]] = 1;
+  for (const auto& g : desc.graphs) {
+    for (int t : g.inputs) pinned[root[t]] = 1;
+    for (int t : g.outputs) pinned[root[t]] = 1;
+  }
+  // Live range of each root: [first op that defines or uses any of its
+  // aliases, last op that does], positions within its graph's schedule.
+  std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
+  std::vector<int> graph_of(n, -1);
+  for (size_t g = 0; g < desc.graphs.size(); ++g) {
+    const auto& ops = desc.graphs[g].ops;
+    for (size_t pos = 0; pos < ops.size(); ++pos) {
+      const auto& op = desc.ops[ops[pos]];
+      auto touch = [&](int t) {
+        if (t < 0) return;
+        int r = root[t];
+        first[r] = std::min<int64_t>(first[r], (int64_t)pos);
+        last[r] = std::max<int64_t>(last[r], (int64_t)pos);
+        graph_of[r] = (int)g;
+      };
+      for (int t : op.in) touch(t);
+      for (int t : op.out) touch(t);
+    }
+  }
+  MemoryPlan plan;
+  plan.offset.assign(n, 0);
+  std::vector<std::vector<int>> per_graph(desc.graphs.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (root[i] != (int)i) continue;
+    size_t bytes = round64(ts[i].nbytes());
+    plan.unplanned += bytes;
+    if (pinned[i] || graph_of[i] < 0) {  // pinned, or never touched by an op
+      plan.offset[i] = plan.total;
+      plan.total += bytes;
+    } else {
+      per_graph[graph_of[i]].push_back((int)i);
+    }
+  }
+  // Per graph: greedy placement, largest first, at the lowest offset that
+  // does not collide with a placed tensor whose live range overlaps.
+  for (auto& roots : per_graph) {
+    std::sort(roots.begin(), roots.end(), [&](int a, int b) {
+      size_t sa = ts[a].nbytes(), sb = ts[b].nbytes();
+      return sa != sb ? sa > sb : a < b;
+    });
+    struct Placed {
+      size_t off, end;
+      int64_t first, last;
+    };
+    std::vector<Placed> placed;
+    size_t region = 0;
+    for (int r : roots) {
+      size_t bytes = round64(ts[r].nbytes());
+      std::vector<std::pair<size_t, size_t>> busy;
+      for (const auto& p : placed)
+        if (p.first <= last[r] && first[r] <= p.last) busy.push_back({p.off, p.end});
+      std::sort(busy.begin(), busy.end());
+      size_t off = 0;
+      for (const auto& b : busy) {
+        if (off + bytes <= b.first) break;
+        off = std::max(off, b.second);
+      }
+      placed.push_back({off, off + bytes, first[r], last[r]});
+      plan.offset[r] = plan.total + off;  // plan.total is this region's base until the loop ends
+      region = std::max(region, off + bytes);
+    }
+    plan.total += region;
+  }
+  return plan;
+}
+
+}  // namespace ipuxl

@@ -1,0 +1,152 @@
+// The program description handed over by Python, and its validation.
+//
+// A ProgramDesc is a plain record of graphs, tensors, ops and host streams,
+// filled once per Session through the bindings. Every fact a later layer
+// relies on is a typed field here: what kind of op it is (a kernel, a call,
+// a loop, a branch, host IO), which inputs it writes, whether it has side
+// effects, where it is placed (IPU, tile set, execution context). No layer
+// reads a trait from a string attribute.
+//
+// validate() checks the whole description before anything is lowered or
+// allocated, so that later layers can index without checking again and the
+// interpreter never runs an inconsistent program.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/kernel.hpp"
+
+namespace ipuxl {
+
+// Raised for features ipuxl does not implement; mapped to NotImplementedError.
+struct NotImplemented : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Raised when storage cannot be allocated; mapped to MemoryError.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class TensorKind : int { Intermediate = 0, Input = 1, Constant = 2, Variable = 3 };
+
+// How the lowering treats an op: run by a kernel, or as program structure.
+enum class OpKind : int { Kernel = 0, Call = 1, Repeat = 2, If = 3, HostLoad = 4, HostStore = 5 };
+
+enum class TileSet : int { Compute = 0, IO = 1 };
+
+// PopART's execution contexts: which Poplar program an op of the main graph
+// belongs to. Normal ops form the main program; WeightsFromHost ops run with
+// weights_from_host, WeightsToHost ops with weights_to_host.
+enum class ExecContext : int {
+  Normal = 0,
+  AccumulateOuterFragment = 1,
+  WeightsFromHost = 2,
+  WeightsToHost = 3,
+  OptimizerFromHost = 4,
+  Subgraph = 5,
+};
+const char* tile_set_name(TileSet t);
+const char* exec_context_name(ExecContext c);
+
+// Where a tensor or op lives: its virtual IPU and tile set.
+struct Placement {
+  int ipu = 0;
+  TileSet tile_set = TileSet::Compute;
+  bool operator==(const Placement& o) const { return ipu == o.ipu && tile_set == o.tile_set; }
+};
+
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  TensorKind kind = TensorKind::Intermediate;
+  int graph = 0;
+  Placement placement;
+  std::vector<uint8_t> data;  // constants (and variables' initial values)
+  int64_t nelms() const { return shape_nelms(shape); }
+  size_t nbytes() const { return (size_t)nelms() * dtype_size(dtype); }
+};
+
+struct OpRecord {
+  std::string type;    // the IR's op type (messages, profiles)
+  std::string kernel;  // OpKind::Kernel: the registered kernel that runs it
+  std::string name;
+  OpKind kind = OpKind::Kernel;
+  int graph = 0;
+  std::vector<int> in;   // tensor ids, -1 for an absent optional input
+  std::vector<int> out;  // tensor ids
+  Attrs attrs;           // kernel attributes only
+  std::vector<int> graphs;                   // called graphs (Call, Repeat: 1; If: then, else)
+  std::vector<std::pair<int, int>> aliases;  // (output index, input index) sharing storage
+  std::vector<int> modified;                 // input indices the op writes
+  bool side_effects = false;                 // must run even if no result is read
+  Placement placement;
+  ExecContext context = ExecContext::Normal;
+  int stream = -1;          // HostLoad / HostStore
+  int64_t trip_count = 0;   // Repeat
+  // If: for each branch, the indices into `in` feeding the branch's inputs.
+  std::vector<std::vector<int>> branch_inputs;
+  // Host plan only: validated and built, but not run (nothing reads its results).
+  bool skip = false;
+
+  // Index into `in` of the caller tensor feeding input `i` of called graph
+  // `branch` (0 for Call/Repeat). The one input mapping every layer uses.
+  int caller_input(size_t branch, size_t i) const {
+    return kind == OpKind::If ? branch_inputs[branch][i] : (int)i;
+  }
+  bool writes_input(int i) const {
+    for (int m : modified)
+      if (m == i) return true;
+    return false;
+  }
+};
+
+struct GraphDesc {
+  std::string name;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::vector<int> ops;  // in schedule order
+};
+
+struct StreamDesc {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  bool host_to_device = true;
+  size_t item_bytes() const { return (size_t)shape_nelms(shape) * dtype_size(dtype); }
+};
+
+class ProgramDesc {
+ public:
+  int add_graph(const std::string& name);
+  int add_tensor(int graph, const std::string& name, DType dtype, const Shape& shape,
+                 TensorKind kind, Placement placement = {});
+  void set_tensor_data(int tensor, const uint8_t* data, size_t nbytes);
+  int add_op(OpRecord op);
+  int add_stream(const std::string& name, DType dtype, const Shape& shape, bool h2d);
+  void set_graph_io(int graph, std::vector<int> inputs, std::vector<int> outputs);
+
+  // Checks every structural fact later layers rely on (call arities and
+  // types, branch input maps, streams, aliases, modified indices, kernels
+  // that exist, no recursion) and returns the graphs reachable from `main`,
+  // each after every graph it calls. Iterative: call depth is bounded by
+  // memory, not by the C stack.
+  std::vector<int> validate(int main) const;
+
+  std::vector<GraphDesc> graphs;
+  std::vector<TensorDesc> tensors;
+  std::vector<OpRecord> ops;
+  std::vector<StreamDesc> streams;
+
+  void check_graph(int g, const char* what) const;
+  void check_tensor(int t, const char* what) const;
+
+ private:
+  void validate_op(const OpRecord& op) const;
+};
+
+}  // namespace ipuxl

@@ -1,0 +1,120 @@
+"""Lowering of an Ir into the C++ core's program, in two pipelines.
+
+1. :func:`lower`: the faithful lowering. Every op of every graph reachable
+   from the main graph, as PopXL/PopART would build the program: one
+   function per called graph (the core outlines them), call sites with
+   their copies, loops, branches, host streams, and each op's placement
+   (IPU, tile set, execution context). ``describe()``, reports and the IPU
+   model see this program.
+2. :mod:`~ipuxl.lowering.host_passes`: rewrites of a copy of it that only
+   make the host faster (fusions, views, dead-op skipping), each checked
+   and switchable by name.
+
+:func:`build` runs both and builds the core Engine over the host program,
+handing it the faithful one for descriptions.
+"""
+from typing import Dict, List
+
+import numpy as np
+
+from .._core_loader import core
+from ..opdef import get_opdef
+from . import host_passes
+from .program import Entry, Program, to_desc
+
+__all__ = ["lower", "build", "LoweredProgram", "Entry", "Program"]
+
+
+def _reachable_graphs(ir) -> list:
+    order, seen = [], set()
+    queue = [ir.main_graph]
+    head = 0
+    while head < len(queue):
+        g = queue[head]
+        head += 1
+        if g.name in seen:
+            continue
+        seen.add(g.name)
+        order.append(g)
+        for op in g._ops:
+            for cg in op.called_graphs:
+                if cg.name not in seen:
+                    queue.append(cg)
+    return order
+
+
+def _kernel_attrs(op) -> dict:
+    """The attributes a kernel reads: those not starting with ``_``, as plain
+    Python values."""
+    out = {}
+    for k, v in op.attrs.items():
+        if k.startswith("_"):
+            continue
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
+        elif isinstance(v, np.integer):
+            v = int(v)
+        elif isinstance(v, np.floating):
+            v = float(v)
+        out[k] = v
+    return out
+
+
+def faithful_entry(op) -> Entry:
+    """The entry of one Ir op, with the facts its OpDef declares."""
+    d = get_opdef(op.type)
+    kind = d.kind
+    stream, trip, branches, attrs = -1, 0, (), {}
+    if kind == "kernel":
+        attrs = _kernel_attrs(op)
+    elif kind in ("host_load", "host_store"):
+        stream = op.attrs["_stream"]
+    elif kind == "repeat":
+        trip = int(op.attrs["repeat_count"])
+    elif kind == "if":
+        branches = (list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"]))
+    return Entry(op, kind, d.kernel, op.inputs, op.outputs, attrs, op.aliases, op.modified,
+                 d.side_effects, op.called_graphs, stream, trip, branches)
+
+
+def lower(ir) -> Program:
+    """The faithful program of ``ir`` (see the module docstring)."""
+    graphs = _reachable_graphs(ir)
+    entries = {g: [faithful_entry(op) for op in g._ops] for g in graphs}
+    return Program(ir, graphs, entries, {g: list(g._inputs) for g in graphs},
+                   {g: list(g._outputs) for g in graphs}, sorted(ir._streams))
+
+
+class LoweredProgram:
+    """The Engine built for a Session, and where each tensor, stream and
+    variable of the Ir went in it."""
+
+    def __init__(self, engine, faithful: Program, host: Program, tensor_index, stream_index,
+                 passes: Dict[str, int]):
+        from ..tensor import Variable
+
+        self.engine = engine
+        self.faithful = faithful
+        self.host = host
+        self.tensor_index = tensor_index
+        self.stream_index = stream_index
+        self.streams: List = list(host.streams)
+        self.stream_item_bytes: List[int] = [
+            int(np.prod(s.shape, dtype=np.int64)) * s.dtype.itemsize for s in self.streams]
+        self.variables = [t for g in host.graphs for t in g._tensors.values()
+                          if isinstance(t, Variable)]
+        #: Rewrites each host pass made.
+        self.host_passes = passes
+
+
+def build(ir, passes=None) -> LoweredProgram:
+    """Lower ``ir``, apply the selected host passes (see
+    :func:`host_passes.enabled_passes`) and build the core Engine."""
+    faithful = lower(ir)
+    names = host_passes.enabled_passes(passes)
+    host = faithful.copy()
+    counts = host_passes.apply(host, names)
+    desc, tensor_index, stream_index = to_desc(host)
+    faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
+    engine = core.Engine(desc, 0, faithful_desc)
+    return LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)

@@ -1,0 +1,23 @@
+"""``skip_dead_ops``: ops none of whose results is read are not run (the core
+still builds, and so validates, their kernels).
+
+Relies on, and checks: the op has no side effects and writes no input
+(``OpDef.side_effects``, ``modified``); liveness runs backwards from the
+graph's outputs through every read, so an op feeding anything live stays.
+"""
+from ..program import Program
+
+NAME = "skip_dead_ops"
+
+
+def run(prog: Program) -> int:
+    skipped = 0
+    for g in prog.graphs:
+        live = {id(t) for t in prog.graph_outputs[g]}
+        for e in reversed(prog.entries[g]):
+            if e.side_effects or e.modified or any(id(t) in live for t in e.outputs):
+                live.update(id(t) for t in e.inputs if t is not None)
+            elif not e.skip:
+                e.skip = True
+                skipped += 1
+    return skipped

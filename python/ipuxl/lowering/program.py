@@ -1,0 +1,175 @@
+"""The lowered program in Python form, and its hand-over to the C++ core.
+
+A :class:`Program` lists, for every graph reachable from the main graph, the
+ops the core will see (one :class:`Entry` each, in schedule order) and the
+graph's inputs and outputs. The faithful lowering builds it from the Ir;
+host passes (``lowering.host_passes``) rewrite a copy of it; :func:`to_desc`
+turns either into the core's ``ProgramDesc``.
+
+Graphs are numbered in discovery order and tensors in graph-then-creation
+order, so the description is the same whatever PYTHONHASHSEED is.
+"""
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .._core_loader import core
+
+__all__ = ["Entry", "Program", "SyntheticTensor", "to_desc", "TENSOR_KINDS", "EXEC_CONTEXTS"]
+
+#: The core's TensorKind.
+TENSOR_KINDS = {"intermediate": 0, "input": 1, "constant": 2, "variable": 3}
+#: PopART's execution contexts, in the core's ExecContext order.
+EXEC_CONTEXTS = ("normal", "accumulate_outer", "weights_from_host", "weights_to_host",
+                 "optimizer_from_host", "subgraph")
+
+
+class Entry:
+    """One op as the core receives it.
+
+    ``op`` is the Ir op it comes from (host passes keep it for names and
+    placement). ``kernel`` names the C++ kernel (``kind == "kernel"``);
+    ``attrs`` holds kernel attributes only; ``modified`` the inputs it
+    writes; ``skip``: validated and built but never run (host plan only).
+    """
+
+    __slots__ = ("op", "type", "kind", "kernel", "inputs", "outputs", "attrs", "aliases",
+                 "modified", "side_effects", "graphs", "stream", "trip_count", "branch_inputs",
+                 "skip")
+
+    def __init__(self, op, kind, kernel, inputs, outputs, attrs, aliases, modified,
+                 side_effects, graphs=(), stream=-1, trip_count=0, branch_inputs=(),
+                 skip=False, type=None):  # noqa: A002
+        self.op = op
+        self.type = type or op.type
+        self.kind = kind
+        self.kernel = kernel
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.attrs = attrs
+        self.aliases = [tuple(a) for a in aliases]
+        self.modified = sorted(set(modified))
+        self.side_effects = side_effects
+        self.graphs = list(graphs)
+        self.stream = stream
+        self.trip_count = trip_count
+        self.branch_inputs = [list(b) for b in branch_inputs]
+        self.skip = skip
+
+    def copy(self) -> "Entry":
+        e = object.__new__(Entry)
+        for k in Entry.__slots__:
+            v = getattr(self, k)
+            setattr(e, k, list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+        e.branch_inputs = [list(b) for b in self.branch_inputs]
+        return e
+
+    def written_inputs(self):
+        return [self.inputs[i] for i in self.modified
+                if 0 <= i < len(self.inputs) and self.inputs[i] is not None]
+
+    def __repr__(self):
+        return f"Entry({self.kernel or self.kind}: {self.op.name})"
+
+
+class SyntheticTensor:
+    """A tensor a host pass adds (a graph input for a weight an update moved
+    into a called graph writes); stands in for an Ir Tensor."""
+
+    def __init__(self, graph, name, dtype, shape):
+        self.graph = graph
+        self.id, self.dtype, self.shape = name, dtype, tuple(shape)
+
+
+class Program:
+    """Graphs (``graphs[0]`` is the main graph), each graph's entries, inputs
+    and outputs, and the host streams."""
+
+    def __init__(self, ir, graphs, entries, graph_inputs, graph_outputs, streams):
+        self.ir = ir
+        self.graphs: List = graphs
+        self.entries: Dict[object, List[Entry]] = entries
+        self.graph_inputs: Dict[object, list] = graph_inputs
+        self.graph_outputs: Dict[object, list] = graph_outputs
+        self.streams: List = streams
+        self.synthetic: List[SyntheticTensor] = []
+
+    def copy(self) -> "Program":
+        p = Program(self.ir, list(self.graphs),
+                    {g: [e.copy() for e in es] for g, es in self.entries.items()},
+                    {g: list(v) for g, v in self.graph_inputs.items()},
+                    {g: list(v) for g, v in self.graph_outputs.items()}, list(self.streams))
+        p.synthetic = list(self.synthetic)
+        return p
+
+    def new_input(self, g, like, suffix: str) -> SyntheticTensor:
+        """A new tensor of graph ``g`` shaped like ``like`` (for host passes)."""
+        t = SyntheticTensor(g, f"{like.id}__{suffix}", like.dtype, like.shape)
+        self.synthetic.append(t)
+        return t
+
+
+def _placement(t) -> tuple:
+    return getattr(t, "_ipu", 0), 1 if getattr(t, "_tile_set", "compute") == "io" else 0
+
+
+def to_desc(prog: Program, with_data: bool = True):
+    """The core ProgramDesc of ``prog``, and ``{tensor: core index}``,
+    ``{stream: core index}``. ``with_data=False`` leaves constants' data out
+    (a description for reports, never run)."""
+    from ..tensor import Constant, Variable
+
+    desc = core.ProgramDesc()
+    stream_index = {}
+    for s in prog.streams:
+        stream_index[s] = desc.add_stream(s.tensor_id, s.dtype._core_code, list(s.shape),
+                                          s._direction == "h2d")
+    graph_index = {}
+    for g in prog.graphs:
+        graph_index[g] = desc.add_graph(g.name or "main")
+    tensor_index: Dict[object, int] = {}
+    for g in prog.graphs:
+        gi = graph_index[g]
+        inputs = set(map(id, g._inputs))
+        for t in g._tensors.values():
+            if isinstance(t, Variable):
+                kind = TENSOR_KINDS["variable"]
+            elif isinstance(t, Constant):
+                kind = TENSOR_KINDS["constant"]
+            elif id(t) in inputs:
+                kind = TENSOR_KINDS["input"]
+            else:
+                kind = TENSOR_KINDS["intermediate"]
+            ipu, tile_set = _placement(t)
+            idx = desc.add_tensor(gi, t.id, t.dtype._core_code, list(t.shape), kind, ipu, tile_set)
+            tensor_index[t] = idx
+            if kind == TENSOR_KINDS["constant"] and with_data:
+                desc.set_tensor_data(idx, np.ascontiguousarray(t._host_data))
+    for t in prog.synthetic:
+        tensor_index[t] = desc.add_tensor(graph_index[t.graph], t.id, t.dtype._core_code,
+                                          list(t.shape), TENSOR_KINDS["input"])
+    for g in prog.graphs:
+        gi = graph_index[g]
+        for e in prog.entries[g]:
+            op = e.op
+            ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
+            outs = [tensor_index[t] for t in e.outputs]
+            desc.add_op(gi, e.type, op.name, ins, outs, e.attrs,
+                        [graph_index[cg] for cg in e.graphs], e.aliases,
+                        kernel=e.kernel or "", kind=_KIND_CODES[e.kind], modified=e.modified,
+                        side_effects=e.side_effects, ipu=op.ipu,
+                        tile_set=1 if op.tile_set == "io" else 0,
+                        context=EXEC_CONTEXTS.index(op.execution_context),
+                        stream=stream_index[e.stream] if e.stream != -1 else -1,
+                        trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip)
+        desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
+                          [tensor_index[t] for t in prog.graph_outputs[g]])
+    return desc, tensor_index, stream_index
+
+
+_KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",
+                                           "host_store"))}
+
+
+def stream_of(e: Entry) -> Optional[object]:
+    return e.stream if e.kind in ("host_load", "host_store") else None

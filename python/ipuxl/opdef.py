@@ -1,0 +1,145 @@
+"""The op registry: everything ipuxl knows about an op type, declared once.
+
+An :class:`OpDef` holds an op type's
+
+* **shape rule**: ``shape(inputs, attrs, graphs) -> [(shape, dtype), ...]``,
+  the abstract evaluation of the op (JAX's ``abstract_eval``): the shapes
+  and dtypes of its outputs from those of its inputs, raising ``ValueError``
+  / ``TypeError`` naming the op for inputs it cannot take. ``create_op``
+  computes every output from it; builders only convert arguments and
+  normalise attributes.
+* **kernel**: the C++ kernel that runs it (``kind="kernel"``), or how the
+  lowering turns it into program structure (``"call"``, ``"repeat"``,
+  ``"if"``, ``"host_load"``, ``"host_store"``).
+* **traits**: ``aliases`` (output/input pairs sharing storage) and
+  ``modifies`` (inputs the op writes), each a tuple or a rule of the inputs
+  and attributes; ``side_effects`` (runs even when nothing reads its
+  results); ``recomputable`` (autodiff may compute it again in a gradient
+  graph: false for random, host IO and remote ops); ``stash_outputs``
+  (PopART's gradient op reads the forward output, so autodiff makes it
+  available even when our rule does not read it).
+* **gradient**: a rule registered with :func:`ipuxl.grad.register_grad`
+  beside the builder, a decomposition autodiff differentiates instead, or
+  ``no_grad``: the reason the op has none (integer outputs, side effects,
+  an optimizer update...).
+
+Autodiff, the lowering, the host passes and the C++ core read traits from
+here (the core receives them as typed fields of each op record); nothing
+tests an op's type string to learn a trait. ``ipu_model_tests/ir`` checks
+that every op a builder can create is registered, and that every registered
+op has a kernel and a gradient rule or a reason.
+"""
+import importlib
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+
+__all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS"]
+
+#: Op kinds, in the order of the C++ core's ``OpKind``.
+KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store")
+
+Pairs = Tuple[Tuple[int, int], ...]
+PairsRule = Union[Pairs, Callable[..., Sequence[Tuple[int, int]]]]
+IndexRule = Union[Tuple[int, ...], Callable[..., Sequence[int]]]
+
+
+class OpDef:
+    """The declaration of one op type (see the module docstring)."""
+
+    __slots__ = ("type", "shape", "kind", "kernel", "_aliases", "_modifies", "side_effects",
+                 "recomputable", "stash_outputs", "no_grad", "module")
+
+    def __init__(self, type: str, shape: Callable, *, kind: str = "kernel",  # noqa: A002
+                 kernel: Optional[str] = None, aliases: PairsRule = (),
+                 modifies: IndexRule = (), side_effects: bool = False,
+                 recomputable: bool = True, stash_outputs: bool = False,
+                 no_grad: Optional[str] = None, module: str = ""):
+        if kind not in KINDS:
+            raise ValueError(f"OpDef {type!r}: kind must be one of {KINDS}, got {kind!r}")
+        if not callable(shape):
+            raise TypeError(f"OpDef {type!r}: the shape rule must be callable")
+        self.type = type
+        self.shape = shape
+        self.kind = kind
+        self.kernel = (kernel or type) if kind == "kernel" else None
+        self._aliases = aliases
+        self._modifies = modifies
+        self.side_effects = bool(side_effects)
+        self.recomputable = bool(recomputable)
+        self.stash_outputs = bool(stash_outputs)
+        self.no_grad = no_grad
+        self.module = module
+
+    def infer(self, inputs, attrs, graphs=()):
+        """The shape rule's ``[(shape, dtype), ...]``; its errors name the op type."""
+        try:
+            return self.shape(inputs, attrs, graphs)
+        except (ValueError, TypeError) as e:
+            msg = str(e)
+            if msg.split(":")[0].strip().lower() in (self.type.lower(), "broadcast"):
+                msg = msg.split(":", 1)[1].strip()
+            raise type(e)(f"{self.type}: {msg}") from None
+
+    @property
+    def kind_code(self) -> int:
+        return KINDS.index(self.kind)
+
+    def aliases(self, inputs, attrs, graphs=()) -> Pairs:
+        """The output/input pairs sharing storage for these inputs and attributes."""
+        a = self._aliases
+        return tuple(tuple(p) for p in (a(inputs, attrs, graphs) if callable(a) else a))
+
+    def modifies(self, inputs, attrs, graphs=()) -> Tuple[int, ...]:
+        """The input indices an op with these inputs and attributes writes."""
+        m = self._modifies
+        return tuple(m(inputs, attrs, graphs) if callable(m) else m)
+
+    def __repr__(self):
+        traits = [t for t in ("side_effects", "stash_outputs") if getattr(self, t)]
+        if not self.recomputable:
+            traits.append("not recomputable")
+        where = self.kernel if self.kind == "kernel" else self.kind
+        return f"OpDef({self.type} -> {where}{', ' if traits else ''}{', '.join(traits)})"
+
+
+_REGISTRY: Dict[str, OpDef] = {}
+_ALL_LOADED = False
+
+
+def define_op(type: str, shape: Callable, **traits) -> OpDef:  # noqa: A002
+    """Declare op type ``type``; see :class:`OpDef` for the arguments.
+    Declaring a type twice is an error (two modules would disagree)."""
+    import inspect
+
+    if type in _REGISTRY:
+        raise ValueError(f"op type {type!r} is already declared in {_REGISTRY[type].module}")
+    frame = inspect.currentframe()
+    module = frame.f_back.f_globals.get("__name__", "") if frame and frame.f_back else ""
+    d = OpDef(type, shape, module=module, **traits)
+    _REGISTRY[type] = d
+    return d
+
+
+def _load_all() -> None:
+    global _ALL_LOADED
+    if not _ALL_LOADED:
+        _ALL_LOADED = True
+        importlib.import_module("ipuxl.ops").import_all()
+
+
+def get_opdef(type: str) -> OpDef:  # noqa: A002
+    """The declaration of ``type``. Op families are imported on first use,
+    so an unknown type first imports them all; still unknown is an error."""
+    d = _REGISTRY.get(type)
+    if d is None:
+        _load_all()
+        d = _REGISTRY.get(type)
+        if d is None:
+            raise NotImplementedError(
+                f"op type {type!r} is not declared in ipuxl's op registry (ipuxl.opdef)")
+    return d
+
+
+def registered_ops() -> Dict[str, OpDef]:
+    """Every declared op type (all op families imported)."""
+    _load_all()
+    return dict(sorted(_REGISTRY.items()))
