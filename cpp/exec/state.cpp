@@ -16,7 +16,7 @@ std::unique_ptr<Kernel> build_kernel(const ProgramDesc& desc, const Aliasing& al
   if (!f)  // validate() checked; kept for a clear error if the registry changes
     throw NotImplemented("ipuxl core has no kernel '" + op.kernel + "' (op '" + op.name + "')");
   OpDesc d;
-  d.type = op.type;
+  d.type = op.kernel;  // the kernel being built (a host pass may have replaced the op's)
   d.name = op.name;
   d.attrs = op.attrs;
   for (size_t i = 0; i < op.in.size(); ++i) {

@@ -99,7 +99,8 @@ std::unique_ptr<Kernel> dynamic_slice_factory(const OpDesc& d) {
       (double)out->nelms);
 }
 
-std::unique_ptr<Kernel> dynamic_update_factory(const OpDesc& d) {
+// `inplace`: the output must alias t (DynamicUpdateInplace).
+std::unique_ptr<Kernel> dynamic_update_factory(const OpDesc& d, bool inplace) {
   d.expect_arity(3, 1);
   const TensorRef* t = d.in[0];
   const TensorRef* index = d.in[1];
@@ -111,7 +112,6 @@ std::unique_ptr<Kernel> dynamic_update_factory(const OpDesc& d) {
   const DynSpec s = dyn_spec(d, t, index);
   d.expect_shape(*upd, s.part);
   if (upd->nelms > 0 && upd->data == out->data) d.fail("t_update must not alias the output");
-  const bool inplace = d.type == "DynamicUpdateInplace";
   if (inplace && t->data != out->data && t->nelms > 0)
     d.fail("the in-place update's output must alias t (missing alias declaration)");
   const size_t es = dtype_size(t->dtype);
@@ -129,7 +129,9 @@ std::unique_ptr<Kernel> dynamic_update_factory(const OpDesc& d) {
 }  // namespace
 
 IPUXL_REGISTER_KERNEL("DynamicSlice", dynamic_slice_factory);
-IPUXL_REGISTER_KERNEL("DynamicUpdate", dynamic_update_factory);
-IPUXL_REGISTER_KERNEL("DynamicUpdateInplace", dynamic_update_factory);
+IPUXL_REGISTER_KERNEL("DynamicUpdate",
+                      [](const OpDesc& d) { return dynamic_update_factory(d, false); });
+IPUXL_REGISTER_KERNEL("DynamicUpdateInplace",
+                      [](const OpDesc& d) { return dynamic_update_factory(d, true); });
 
 }  // namespace ipuxl

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GradRule", "register_grad", "register_decomposition", "get_grad_rule", "get_decomposition",
-    "force_decomposition", "GradContext", "registered_op_types", "STASH_OUTPUTS",
+    "force_decomposition", "GradContext", "registered_op_types",
 ]
 
 
@@ -44,13 +44,6 @@ class GradRule(NamedTuple):
 
 _RULES: Dict[str, GradRule] = {}
 
-#: Op types whose forward outputs autodiff makes available to the gradient
-#: graph even when the rule does not read them, because PopART's grad ops
-#: for them take the forward output as an input (``ElementWiseBinaryGradOp``:
-#: GradOut, In0, In1, Out). This reproduces PopXL's stitching exactly: after
-#: ``autodiff`` of ``x * W + b`` the forward graph has 2 outputs. Remove a
-#: type from this set to trade that conformance for fewer stashed tensors.
-STASH_OUTPUTS = {"Mul", "Div", "Pow", "Fmod"}
 _DECOMPOSITIONS: Dict[str, Callable] = {}
 _FORCED: List[FrozenSet[str]] = []
 

@@ -16,8 +16,10 @@ An :class:`OpDef` holds an op type's
   and attributes; ``side_effects`` (runs even when nothing reads its
   results); ``recomputable`` (autodiff may compute it again in a gradient
   graph: false for random, host IO and remote ops); ``stash_outputs``
-  (PopART's gradient op reads the forward output, so autodiff makes it
-  available even when our rule does not read it).
+  (PopART's gradient op reads the forward output, ``ElementWiseBinaryGradOp``
+  takes GradOut, In0, In1 and Out, so autodiff makes it available even when
+  our rule does not read it: after ``autodiff`` of ``x * W + b`` the forward
+  graph has the 2 outputs PopXL gives it).
 * **gradient**: a rule registered with :func:`ipuxl.grad.register_grad`
   beside the builder, a decomposition autodiff differentiates instead, or
   ``no_grad``: the reason the op has none (integer outputs, side effects,

@@ -90,6 +90,12 @@ class Session:
         ir._prepared = True
         self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
+        # IPUXL_CHECK_HOST_PASSES=1: also build the program without host
+        # passes, run both and compare (a test mode, see lowering.host_passes).
+        self._shadow: Optional[LoweredProgram] = None
+        if os.environ.get("IPUXL_CHECK_HOST_PASSES", "") not in ("", "0") and \
+                any(self._prog.host_passes.values()):
+            self._shadow = build(ir, "none")
         # The host copy of each variable is the variable's own data, as in
         # PopXL where the IR's tensor data is the host side of the weights
         # (a Session owns its Ir). Read-only data (a memmap) is copied.
@@ -201,6 +207,8 @@ class Session:
         self._assert_attached("weights_from_host")
         for v, arr in self._host.items():
             self._engine.write_tensor(self._prog.tensor_index[v], arr)
+            if self._shadow is not None:
+                self._shadow.engine.write_tensor(self._shadow.tensor_index[v], arr)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
 
@@ -323,8 +331,45 @@ class Session:
                 bound[idx] = arr
             else:
                 bound[idx] = self._prepare_output(s, arr, n)
-        self._engine.run(bound, n, prog.stream_item_bytes)
+        if self._shadow is not None:
+            self._check_against_shadow(bound, n)
+        else:
+            self._engine.run(bound, n, prog.stream_item_bytes)
         self._host_in_sync = False
+
+    # ---- checking the host passes
+    def _check_against_shadow(self, bound: List[Optional[np.ndarray]], n: int) -> None:
+        """Runs the program with and without host passes from the same state
+        and compares every output and variable (``IPUXL_CHECK_HOST_PASSES``).
+        The unfused program is re-synchronised to the fused one first, so
+        rounding differences never accumulate across runs."""
+        prog, sh = self._prog, self._shadow
+        for v in prog.variables:
+            a = np.empty(v.shape, v.dtype.as_numpy())
+            self._engine.read_tensor(prog.tensor_index[v], a)
+            sh.engine.write_tensor(sh.tensor_index[v], a)
+        shadow_bound = [None if a is None else a.copy() for a in bound]
+        sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
+        self._engine.run(bound, n, prog.stream_item_bytes)
+        pairs = [(f"stream {s.tensor_id!r}", bound[i], shadow_bound[i])
+                 for i, s in enumerate(prog.streams) if s in self._d2h and bound[i] is not None]
+        for v in prog.variables:
+            a = np.empty(v.shape, v.dtype.as_numpy())
+            b = np.empty(v.shape, v.dtype.as_numpy())
+            self._engine.read_tensor(prog.tensor_index[v], a)
+            sh.engine.read_tensor(sh.tensor_index[v], b)
+            pairs.append((f"variable {v.id!r}", a, b))
+        for what, got, want in pairs:
+            if got.dtype.kind == "f":
+                ok = np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+            else:
+                ok = np.array_equal(got, want)
+            if not ok:
+                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+                raise AssertionError(
+                    f"host passes changed a result: {what} differs from the unfused program "
+                    f"(largest difference {np.nanmax(diff) if diff.size else 0}; passes applied: "
+                    f"{', '.join(k for k, c in prog.host_passes.items() if c)})")
 
     def _check_keys(self, given, expected, what):
         given_set = set(given.keys())

@@ -15,7 +15,7 @@ from ..errors import popart_exception
 from ..graph import Graph
 from ..grad import register_grad
 from ..op import Op, create_op
-from ..opdef import define_op
+from ..opdef import define_op, get_opdef
 from .rules import called_graph_outputs
 from ..tensor import Tensor, constant
 from ..utils import table_to_string
@@ -105,7 +105,7 @@ class CallSiteInfo:
     which graph inputs, and which receive its outputs."""
 
     def __init__(self, op: Op):
-        if op.type not in ("Call", "Repeat"):
+        if get_opdef(op.type).kind not in ("call", "repeat"):
             raise TypeError(f"CallSiteInfo needs a Call or Repeat op, got {op.type}")
         self._op = op
 

@@ -112,7 +112,8 @@ def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
     return ConditionalSiteInfo(op, nt)
 
 
-define_op("If", called_graph_outputs, kind="if", side_effects=True)
+define_op("If", called_graph_outputs, kind="if", side_effects=True,
+          no_grad="not implemented in ipuxl yet (PopART's IfGradOp)")
 
 
 def conditional(cond: Tensor, then_branch: Graph, else_branch: Graph,

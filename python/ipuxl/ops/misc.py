@@ -261,6 +261,7 @@ def _identity_grad(ctx):
 
 
 @register_grad("Detach", nondiff=(0,))
+@register_grad("DetachInplace", nondiff=(0,))
 def _detach_grad(ctx):
     """No gradient flows through ``detach``: its input is non-differentiable,
     so a required gradient reachable only through it is an error."""

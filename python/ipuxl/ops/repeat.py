@@ -42,7 +42,7 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Union[Tensor, Lis
 
 
 define_op("Repeat", called_graph_outputs, kind="repeat", modifies=_by_ref_inputs,
-          side_effects=True)
+          side_effects=True, no_grad="not implemented in ipuxl yet (PopART's LoopGradOp)")
 
 
 def repeat(graph: Graph, repeat_count: int, *inputs: Union[Tensor, List[Tensor]],

@@ -14,7 +14,7 @@ The contract is PopXL's (``popxl.transforms.autodiff``):
   (default: all forward inputs) exactly, in order. A gradient output that is
   produced inside the gradient graph is named ``Gradient___<name>``.
 * As in PopART, the forward outputs of ``Mul``/``Div``/``Pow``/``Fmod`` are
-  always made available to the gradient graph (``ipuxl.grad.STASH_OUTPUTS``),
+  always made available to the gradient graph (``OpDef.stash_outputs``),
   so stitching adds the same outputs as PopXL (``x * W + b`` gains one).
 * A needed activation that is neither a forward input nor an output becomes
   a new output of the forward graph, and every existing call site of the
@@ -58,12 +58,11 @@ from ..context import get_current_context
 from ..errors import popart_exception
 from ..graph import Graph
 from ..op import Op, create_op
+from ..opdef import get_opdef
 from ..tensor import Constant, Tensor, constant, graph_input, graph_output
 
 __all__ = ["autodiff", "GradGraphInfo", "ExpectedConnection", "ExpectedConnectionType"]
 
-_NO_RECOMPUTE = ("HostLoad", "HostStore", "RandomUniform", "RandomNormal", "Dropout",
-                 "ShapedDropout", "PrintTensor", "RemoteLoad", "RemoteStore")
 
 
 class ExpectedConnectionType(Enum):
@@ -246,7 +245,7 @@ class _GraphBuilder:
         self.is_main = fwd is ir.main_graph
         # Forward inputs and outputs (kept in step with stitching), for O(1) lookups.
         self.io: Set[int] = {id(t) for t in fwd._inputs} | {id(t) for t in fwd._outputs}
-        self.stitchable = all(op.type == "Call" for op in fwd._call_sites)
+        self.stitchable = all(get_opdef(op.type).kind == "call" for op in fwd._call_sites)
         self.bwd = Graph._create(ir, _unique_graph_name(ir, f"{fwd.name or 'main'}_bwd"))
         ir._graphs[self.bwd.name] = self.bwd
         ad.created.append(self.bwd)
@@ -313,7 +312,7 @@ class _GraphBuilder:
             op = x.producer
             if op is None:
                 raise popart_exception(f"autodiff: cannot recompute {x.id!r}: it has no producer")
-            if op.type in _NO_RECOMPUTE:
+            if not get_opdef(op.type).recomputable:
                 raise NotImplementedError(
                     f"autodiff: the gradient of graph {self.fwd.name!r} needs {x.id!r}, produced "
                     f"by {op.type} op {op.name!r}, which cannot be recomputed (a call site of the "
@@ -502,8 +501,8 @@ def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
                 g = _sum_partials(parts, o)
                 grads[id(o)] = [g]
                 out_grads.append(g)
-        if op.type in _grad.STASH_OUTPUTS:
-            for o in op.outputs:  # PopXL-compatible stitching (see grad.STASH_OUTPUTS)
+        if get_opdef(op.type).stash_outputs:
+            for o in op.outputs:  # PopXL-compatible stitching (see OpDef.stash_outputs)
                 value_of(o)
         if rule is not None:
             ctx = _grad.GradContext(op, out_grads, need, value_of, ad)

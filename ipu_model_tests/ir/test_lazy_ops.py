@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run_fresh(code: str) -> str:
     """Run code in a fresh interpreter (nothing imported yet); its stdout."""
     env = dict(os.environ)
-    python_dir = os.path.join(os.path.dirname(HERE), "python")
+    python_dir = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
     if "IPUXL_CORE_DIR" in env:  # developer build: same package as this process
         env["PYTHONPATH"] = python_dir + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "user_guide"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "user_guide"
 
 # name -> substrings its stdout must contain (besides "<name>: OK").
 EXPECTED_OUTPUT = {

@@ -24,7 +24,7 @@ import pytest
 from ipuxl.datasets import DatasetNotFoundError, find_mnist
 from ipuxl.datasets import mnist as mnist_module
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _child_env():
