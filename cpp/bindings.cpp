@@ -167,13 +167,16 @@ PYBIND11_MODULE(_core, m) {
               if (streams[i].is_none()) continue;
               auto arr = streams[i].cast<py::array>();
               size_t need = (size_t)num_host_transfers * (size_t)item_bytes[i];
-              keep.push_back(checked_buffer(arr, need, true, "stream " + std::to_string(i)));
+              // Only device-to-host arrays are written; inputs may be read-only
+              // (memory-mapped data sets).
+              keep.push_back(checked_buffer(arr, need, !e.stream_is_input((int)i),
+                                            "stream " + std::to_string(i)));
               b[i].data = static_cast<uint8_t*>(keep.back().ptr);
               b[i].items = num_host_transfers;
               b[i].item_bytes = (size_t)item_bytes[i];
             }
             py::gil_scoped_release release;
-            e.run(std::move(b));
+            return e.run(std::move(b));
           },
           py::arg("streams"), py::arg("num_host_transfers"), py::arg("item_bytes"))
       .def("run_weights_program", &Engine::run_weights_program, py::arg("from_host"))
@@ -226,7 +229,8 @@ PYBIND11_MODULE(_core, m) {
            })
       .def_property_readonly("arena_bytes", &Engine::arena_bytes)
       .def_property_readonly("unplanned_bytes", &Engine::unplanned_bytes)
-      .def_property_readonly("runs", &Engine::runs);
+      .def_property_readonly("runs", &Engine::runs)
+      .def_property_readonly("state_defined", &Engine::state_defined);
 
   m.def("kernel_names", &KernelRegistry::names);
   m.def("gemm_kernel", []() { return std::string(gemm::kernel_name()); },

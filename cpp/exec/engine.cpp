@@ -154,12 +154,25 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
   }
 }
 
-void Engine::run(std::vector<StreamBinding> bindings) {
+std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
   if (bindings.size() != desc_->streams.size())
     throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
                 " stream bindings, got " + std::to_string(bindings.size()));
   ++run_index_;
+  state_defined_ = false;
   execute(kMainProgram, bindings);
+  state_defined_ = true;
+  // Transfers of an output the program did not store this run are zeroed:
+  // the host never sees uninitialised memory. The caller gets each
+  // stream's transfer count and may warn.
+  std::vector<int64_t> used(bindings.size(), 0);
+  for (size_t s = 0; s < bindings.size(); ++s) {
+    auto& b = bindings[s];
+    used[s] = b.cursor;
+    if (!desc_->streams[s].host_to_device && b.data && b.cursor < b.items)
+      std::memset(b.data + b.cursor * b.item_bytes, 0, (size_t)(b.items - b.cursor) * b.item_bytes);
+  }
+  return used;
 }
 
 bool Engine::has_weights_program(bool from_host) const {
@@ -169,7 +182,9 @@ bool Engine::has_weights_program(bool from_host) const {
 void Engine::run_weights_program(bool from_host) {
   if (!has_weights_program(from_host)) return;
   std::vector<StreamBinding> none(desc_->streams.size());
+  state_defined_ = false;
   execute(from_host ? kWeightsFromHostProgram : kWeightsToHostProgram, none);
+  state_defined_ = true;
 }
 
 void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {

@@ -37,13 +37,19 @@ class Engine {
   Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
          std::shared_ptr<const ProgramDesc> faithful = nullptr);
 
-  // One host call: runs the main program once. On failure the device state
-  // is whatever the program had written so far (the Session says so).
-  void run(std::vector<StreamBinding> bindings);
+  // One host call: runs the main program once and returns how many transfers
+  // of each stream it used; output transfers it did not store are zeroed.
+  // On failure the device state is whatever the program had written so far
+  // (the Session says so).
+  std::vector<int64_t> run(std::vector<StreamBinding> bindings);
   // Runs the weights_from_host / weights_to_host program (main-graph ops
   // placed in those execution contexts); nothing when it is empty.
   void run_weights_program(bool from_host);
   bool has_weights_program(bool from_host) const;
+  int num_streams() const { return (int)desc_->streams.size(); }
+  bool stream_is_input(int s) const {
+    return s >= 0 && s < num_streams() && desc_->streams[(size_t)s].host_to_device;
+  }
 
   void write_tensor(int tensor, const uint8_t* src, size_t nbytes);
   void read_tensor(int tensor, uint8_t* dst, size_t nbytes) const;
@@ -66,6 +72,9 @@ class Engine {
   size_t arena_bytes() const { return plan_.total; }
   size_t unplanned_bytes() const { return plan_.unplanned; }
   uint64_t runs() const { return run_index_; }
+  // False after a program failed part-way (its writes so far are kept):
+  // the device values are not those of any complete run.
+  bool state_defined() const { return state_defined_; }
 
  private:
   State& state() const { return *states_[0]; }
@@ -84,6 +93,7 @@ class Engine {
   std::vector<ExecProfile> profiles_;  // per kernel slot
   uint64_t run_index_ = 0;
   bool profiling_ = false;
+  bool state_defined_ = true;
 };
 
 }  // namespace ipuxl

@@ -15,8 +15,8 @@
 // zero row to dx, and is not counted by the mean; a mean over only ignored
 // samples is NaN for the loss (as PopART and PyTorch) and for dx (as PopART,
 // which scales by 1/0; PyTorch gives zeros). A label outside [0, C) that is
-// not ignored selects p = 0 and a zero one-hot row, as the IPU's one-hot
-// encoding does (no error). The mean divides by the number of counted
+// not ignored is a run-time error (RuntimeError naming the sample), as in
+// PyTorch; the IPU's one-hot encoding would silently select p = 0. The mean divides by the number of counted
 // samples, for the loss and for dx alike. (PopART's dx, without
 // ignore_index, divides by probs.shape[0] instead, which differs from N when
 // probs has rank > 2; ipuxl keeps dx the gradient of the returned loss.)
@@ -74,12 +74,20 @@ struct Selector {
   bool has_ignore;
   L ignore;  // the ignore index as the labels' type (PopART compares so)
   int64_t c;
-  // The class of sample s, or -1 for "no class" (out of range); sets `counted`.
+  std::string op;  // for messages
+  // The class of sample s, or -1 for an ignored sample; sets `counted`. A
+  // label outside [0, C) that is not ignored is an error: the IPU would
+  // silently treat it as probability 0, a loss of -log(eps).
   int64_t pick(const L* labels, int64_t s, bool* counted) const {
     L l = labels[s];
     *counted = !(has_ignore && l == ignore);
     int64_t li = (int64_t)l;
-    return (li >= 0 && li < c) ? li : -1;
+    if (li >= 0 && li < c) return li;
+    if (*counted)
+      throw RunError(op + ": label " + std::to_string(li) + " of sample " + std::to_string(s) +
+                     " is outside [0, " + std::to_string(c) +
+                     ") and is not the ignore_index; fix the labels or pass ignore_index");
+    return -1;
   }
 };
 
@@ -89,7 +97,8 @@ std::unique_ptr<Kernel> nll_kernel(const OpDesc& d, NllShape sh, Red red) {
   const TensorRef* labels = d.in[1];
   const TensorRef* out = d.out[0];
   const bool log_prob = d.attrs.i("log_prob", 0) != 0;
-  Selector<L> sel{d.attrs.i("has_ignore_index", 0) != 0, (L)d.attrs.i("ignore_index", 0), sh.c};
+  Selector<L> sel{d.attrs.i("has_ignore_index", 0) != 0, (L)d.attrs.i("ignore_index", 0), sh.c,
+                 d.type + " op '" + d.name + "'"};
   const double eps = (double)(T)(std::is_same_v<T, f16> ? 6.104e-05 : 1.0e-7);
   return make_kernel(
       [=](RunContext&) {
@@ -133,7 +142,8 @@ std::unique_ptr<Kernel> nll_softmax_grad_kernel(const OpDesc& d, NllShape sh, Re
   const TensorRef* grad = d.in[2];
   const TensorRef* loss_out = d.out[0];
   const TensorRef* dx = d.out[1];
-  Selector<L> sel{d.attrs.i("has_ignore_index", 0) != 0, (L)d.attrs.i("ignore_index", 0), sh.c};
+  Selector<L> sel{d.attrs.i("has_ignore_index", 0) != 0, (L)d.attrs.i("ignore_index", 0), sh.c,
+                 d.type + " op '" + d.name + "'"};
   const bool per_sample_grad = grad->nelms != 1;
   const double eps = (double)(T)1.0e-7;
   return make_kernel(

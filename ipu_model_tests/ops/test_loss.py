@@ -58,9 +58,18 @@ def test_nll_loss_matches_torch(shape, reduction, ignore_index, dtype):
 
 def test_nll_loss_clamps_zero_probability_and_handles_edge_labels():
     probs = np.array([[0.0, 1.0], [0.5, 0.5], [0.25, 0.75]], np.float32)
-    labels = np.array([0, 5, -1], np.int32)  # p = 0, then two out-of-range labels
+    labels = np.array([0, 0, 1], np.int32)  # p = 0 is clamped to eps
     got = run_fn(lambda p, l: ops.nll_loss(p, l, reduction="none"), probs, labels)
-    np.testing.assert_allclose(got, [-np.log(1e-7)] * 3, rtol=1e-6)
+    np.testing.assert_allclose(got, [-np.log(1e-7), -np.log(0.5), -np.log(0.75)], rtol=1e-6)
+    # Labels outside [0, C) are an error naming the sample (as PyTorch), not a
+    # silent loss of -log(eps); an out-of-range ignore_index is fine.
+    for bad in ([0, 5, 1], [0, 1, -1]):
+        with pytest.raises(RuntimeError, match=r"label (5|-1) of sample (1|2) is outside \[0, 2\)"):
+            run_fn(lambda p, l: ops.nll_loss(p, l, reduction="none"), probs,
+                   np.array(bad, np.int32))
+    got = run_fn(lambda p, l: ops.nll_loss(p, l, reduction="none", ignore_index=-1), probs,
+                 np.array([1, 0, -1], np.int32))
+    np.testing.assert_allclose(got, [0.0, -np.log(0.5), 0.0], atol=1e-6)
     got16 = run_fn(lambda p, l: ops.nll_loss(p, l, reduction="sum"), probs.astype(np.float16),
                    np.array([0, 1, 1], np.int32))
     want = -np.log(6.104e-05) - np.log(0.5) - np.log(0.75)
@@ -147,10 +156,9 @@ def test_loss_grad_tensor_per_sample_and_float16():
 
 def test_softmax_grad_out_of_range_label_and_all_ignored():
     probs = np.array([[0.25, 0.75], [0.5, 0.5]], np.float32)
-    loss, dx = run_fn(lambda p, l: ops.nll_loss_with_softmax_grad(p, l, reduction="sum"),
-                      probs, np.array([1, 7], np.int32))
-    np.testing.assert_allclose(loss, -np.log(0.75 + 1e-7) - np.log(1e-7), rtol=1e-6)
-    np.testing.assert_allclose(dx, [[0.25, -0.25], [0.5, 0.5]], rtol=1e-6)  # no one-hot row
+    with pytest.raises(RuntimeError, match=r"label 7 of sample 1 is outside \[0, 2\)"):
+        run_fn(lambda p, l: ops.nll_loss_with_softmax_grad(p, l, reduction="sum"),
+               probs, np.array([1, 7], np.int32))
     loss, dx = run_fn(lambda p, l: ops.nll_loss_with_softmax_grad(p, l, ignore_index=3),
                       probs, np.array([3, 3], np.int32))
     assert np.isnan(loss) and np.isnan(dx).all()

@@ -38,10 +38,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ipuxl", description="ipuxl: PopXL on a simulator")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an unmodified PopXL script on ipuxl")
-    run.add_argument("script")
-    run.add_argument("args", nargs=argparse.REMAINDER)
+    run.add_argument("script", nargs="?", help="the PopXL script to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     ns = parser.parse_args(argv)
     if ns.command == "run":
+        if ns.script is None:
+            print("ipuxl run: no script given. Usage: ipuxl run SCRIPT.py [ARGS...]",
+                  file=sys.stderr)
+            return 2
         return _run(ns.script, ns.args)
     return 2
 

@@ -158,7 +158,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
         op.outputs.append(Tensor._create(g, out_name, tuple(int(x) for x in shape), dt,
                                          producer=op))
     for i in op.modified:
-        _check_writable(type, op.inputs[i])
+        _check_writable(name or type, op.inputs[i])
     g._add_op(op)
     ctx._op_created(op)
     return op

@@ -8,6 +8,7 @@ context attaches, ``weights_to_host`` when it detaches, lazily on
 """
 import os
 import sys
+import warnings
 import weakref
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 
@@ -111,6 +112,10 @@ class Session:
         self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
         self._host_in_sync = True
+        # Why the device state is undefined (a run failed part-way), or None.
+        self._failed_run: Optional[str] = None
+        self._short_warned = set()
+        self._op_count = ir._op_counter
         self._attach_stack: List[bool] = []
         # The Ir is frozen from here on: precompute what every run checks.
         self._h2d = frozenset(ir.get_all_h2d_streams())
@@ -192,7 +197,11 @@ class Session:
         was = self._attach_stack.pop()
         if not was and self._attached:
             if exc_type is None and self.weights_to_host_on_exit:
-                self.weights_to_host()
+                if self._failed_run is None:
+                    self.weights_to_host()
+                else:
+                    warnings.warn(f"Session: weights were not copied to the host on detach: "
+                                  f"{self._failed_run}", RuntimeWarning, stacklevel=2)
             self._attached = False
 
     def _assert_attached(self, what: str):
@@ -211,10 +220,23 @@ class Session:
                 self._shadow.engine.write_tensor(self._shadow.tensor_index[v], arr)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
+        self._failed_run = None
+
+    def _assert_state_defined(self, what: str) -> None:
+        if self._failed_run is not None:
+            restore = ("write_variables_data() with known values (with share_host_weights the "
+                       "host arrays are the device storage, so their values are undefined too)"
+                       if self._shared else
+                       "weights_from_host() to restore the values last copied to the host, or "
+                       "write_variables_data()")
+            raise RuntimeError(
+                f"Session.{what}: the device values of the variables are undefined because "
+                f"{self._failed_run}. Call {restore} before continuing.")
 
     def weights_to_host(self) -> None:
         """Copy the device values of all variables to the host."""
         self._assert_attached("weights_to_host")
+        self._assert_state_defined("weights_to_host")
         self._engine.run_weights_program(False)
         for v, arr in self._host.items():
             if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
@@ -236,6 +258,7 @@ class Session:
                 raise ValueError(f"Tensor {t.id} does not belong to this session's Ir")
         if any(isinstance(t, Variable) for t in tensors) and self._attached \
                 and not self._host_in_sync:
+            self._assert_state_defined("get_tensors_data")
             self.weights_to_host()
         out = {}
         for t in tensors:
@@ -331,11 +354,32 @@ class Session:
                 bound[idx] = arr
             else:
                 bound[idx] = self._prepare_output(s, arr, n)
-        if self._shadow is not None:
-            self._check_against_shadow(bound, n)
-        else:
-            self._engine.run(bound, n, prog.stream_item_bytes)
+        if self._ir._op_counter != self._op_count:
+            raise RuntimeError(
+                f"Session.run: ops were added to the Ir {self._ir.id} after this Session compiled "
+                f"it ({self._ir._op_counter - self._op_count} new); they would not run. Create a "
+                "new Session (or a new Ir) after building the whole program.")
+        self._assert_state_defined("run")
         self._host_in_sync = False
+        runs_before = self._engine.runs
+        try:
+            if self._shadow is not None:
+                used = self._check_against_shadow(bound, n)
+            else:
+                used = self._engine.run(bound, n, prog.stream_item_bytes)
+        except BaseException as e:
+            if self._engine.runs != runs_before and not self._engine.state_defined:
+                self._failed_run = (f"an earlier run failed part-way ({type(e).__name__}: "
+                                    f"{str(e).splitlines()[0] if str(e) else ''})")
+            raise
+        for s in self._d2h:
+            idx = io[s][0]
+            if used[idx] < n and s not in self._short_warned:
+                self._short_warned.add(s)
+                warnings.warn(
+                    f"Session.run: stream {s.tensor_id!r} was stored {used[idx]} of "
+                    f"num_host_transfers={n} times in this run; its other transfers are zeros "
+                    "(PopXL leaves them undefined)", RuntimeWarning, stacklevel=2)
 
     # ---- checking the host passes
     def _check_against_shadow(self, bound: List[Optional[np.ndarray]], n: int) -> None:
@@ -350,7 +394,7 @@ class Session:
             sh.engine.write_tensor(sh.tensor_index[v], a)
         shadow_bound = [None if a is None else a.copy() for a in bound]
         sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
-        self._engine.run(bound, n, prog.stream_item_bytes)
+        used = self._engine.run(bound, n, prog.stream_item_bytes)
         pairs = [(f"stream {s.tensor_id!r}", bound[i], shadow_bound[i])
                  for i, s in enumerate(prog.streams) if s in self._d2h and bound[i] is not None]
         for v in prog.variables:
@@ -370,9 +414,16 @@ class Session:
                     f"host passes changed a result: {what} differs from the unfused program "
                     f"(largest difference {np.nanmax(diff) if diff.size else 0}; passes applied: "
                     f"{', '.join(k for k, c in prog.host_passes.items() if c)})")
+        return used
 
     def _check_keys(self, given, expected, what):
         given_set = set(given.keys())
+        by_name = [k for k in given_set if isinstance(k, str)]
+        if by_name:
+            raise TypeError(
+                f"Session.run: {what} streams must be keyed by the stream objects "
+                f"(popxl.{'h2d' if what == 'input' else 'd2h'}_stream(...)), not by name: got "
+                f"{', '.join(repr(k) for k in sorted(by_name))}")
         unexpected = [s for s in given_set if s not in expected]
         missing = [s for s in expected if s not in given_set]
         if unexpected:
@@ -389,14 +440,18 @@ class Session:
     def _prepare_input(self, s, arr, downcast: bool, n: int) -> np.ndarray:
         want_dt = s.dtype.as_numpy()
         a = np.asarray(arr)
+        if a.dtype != want_dt and a.dtype.fields is None and \
+                a.dtype.newbyteorder("=") == want_dt:
+            a = a.astype(want_dt)  # another byte order (big-endian data): same values
         if a.dtype != want_dt:
-            src = dtypes.dtype.as_dtype(a.dtype) if a.dtype.fields is None else None
+            src = dtypes.dtype.as_dtype(a.dtype) if a.dtype.fields is None and \
+                a.dtype.kind in "biuf" else None
             if downcast and src is not None and dtypes._downcast(src) is s.dtype:
-                a = a.astype(want_dt)
+                a = self._downcast_checked(s, a, want_dt)
             elif src is not None and src.is_int == s.dtype.is_int and \
                     src.is_floating_point == s.dtype.is_floating_point and downcast and \
                     src.itemsize > s.dtype.itemsize and src.is_signed == s.dtype.is_signed:
-                a = a.astype(want_dt)
+                a = self._downcast_checked(s, a, want_dt)
             else:
                 raise ValueError(
                     f"Input for stream {s.tensor_id} has dtype {a.dtype}, expected "
@@ -415,6 +470,25 @@ class Session:
                     f"Input for stream {s.tensor_id} has shape {a.shape}, expected {full} "
                     f"(num_host_transfers={n}, stream shape {s.shape}).")
         return np.ascontiguousarray(a)
+
+    @staticmethod
+    def _downcast_checked(s, a: np.ndarray, want: np.dtype) -> np.ndarray:
+        """``a`` cast to the stream's narrower dtype, refusing values it
+        cannot hold (they would become inf, or wrap around)."""
+        if a.size:
+            if want.kind == "f":
+                finite = a[np.isfinite(a)]
+                bad = finite[np.abs(finite) > np.finfo(want).max]
+            else:
+                info = np.iinfo(want)
+                bad = a[(a < info.min) | (a > info.max)]
+            if bad.size:
+                raise ValueError(
+                    f"Input for stream {s.tensor_id}: {bad.size} value(s) of the {a.dtype} data, "
+                    f"such as {bad.flat[0].item()!r}, are outside the range of the stream's dtype "
+                    f"{want} ({'they would become inf' if want.kind == 'f' else 'they would wrap'}"
+                    "). Scale the data, or give the stream a wider dtype.")
+        return a.astype(want)
 
     def _prepare_output(self, s, arr, n: int) -> np.ndarray:
         full = self._full_shape(s.shape)

@@ -3,6 +3,7 @@ from typing import Iterable, Optional
 
 from . import dtypes
 from .context import get_current_context
+from ._shapes import check_shape
 from .tensor import TensorSpec
 
 __all__ = ["HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream"]
@@ -19,12 +20,10 @@ class _Stream:
     def _create(cls, ir, shape, dtype, name):
         self = object.__new__(cls)
         self._ir = ir
-        self._shape = tuple(int(d) for d in shape)
-        for d in self._shape:
-            if d < 0:
-                raise ValueError(f"stream {name!r}: negative dimension in shape {self._shape}")
         self._dtype = dtypes.dtype.as_dtype(dtype)
         self._dtype._core_code  # noqa: B018 - rejects fp8/complex early
+        self._shape = check_shape(f"{cls._direction}_stream {name!r}", shape,
+                                  self._dtype.itemsize)
         taken = {s._tensor_id for s in ir._streams}
         tid = name
         if tid in taken:

@@ -30,8 +30,10 @@ class TensorSpec(Mapping):
     described (``ir.create_graph(fn, x.spec)``)."""
 
     def __init__(self, shape: Tuple[int, ...], dtype: dtypes.dtype, meta_shape: Tuple[int, ...] = ()):
-        self.shape = tuple(int(d) for d in shape)
+        from ._shapes import check_shape
+
         self.dtype = dtypes.dtype.as_dtype(dtype)
+        self.shape = check_shape("TensorSpec", shape, self.dtype.itemsize)
         self.meta_shape = tuple(meta_shape)
 
     def to_dict(self):
@@ -451,7 +453,10 @@ def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] =
     """Add an input to the current graph (a subgraph)."""
     g = get_current_graph()
     dt = dtypes.dtype.as_dtype(dtype)
-    t = Tensor._create(g, name or "t", tuple(shape), dt, meta_shape=tuple(meta_shape or ()))
+    from ._shapes import check_shape
+
+    shape = check_shape(f"graph_input {name or 't'!r}", shape, dt.itemsize)
+    t = Tensor._create(g, name or "t", shape, dt, meta_shape=tuple(meta_shape or ()))
     g._add_input(t, by_ref=by_ref)
     return t
 

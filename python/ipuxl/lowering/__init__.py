@@ -18,6 +18,7 @@ from typing import Dict, List
 import numpy as np
 
 from .._core_loader import core
+from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
 from .program import Entry, Program, to_desc
@@ -110,11 +111,12 @@ class LoweredProgram:
 def build(ir, passes=None) -> LoweredProgram:
     """Lower ``ir``, apply the selected host passes (see
     :func:`host_passes.enabled_passes`) and build the core Engine."""
-    faithful = lower(ir)
     names = host_passes.enabled_passes(passes)
-    host = faithful.copy()
-    counts = host_passes.apply(host, names)
-    desc, tensor_index, stream_index = to_desc(host)
-    faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
+    with gc_paused():
+        faithful = lower(ir)
+        host = faithful.copy()
+        counts = host_passes.apply(host, names)
+        desc, tensor_index, stream_index = to_desc(host)
+        faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
     engine = core.Engine(desc, 0, faithful_desc)
     return LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)

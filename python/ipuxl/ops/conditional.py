@@ -1,6 +1,7 @@
 """``conditional``: run one of two graphs depending on a scalar condition."""
 from typing import Iterable, List, Mapping, Optional, Tuple
 
+from .. import dtypes
 from ..errors import popart_exception
 from ..graph import Graph
 from ..op import Op, create_op
@@ -92,6 +93,11 @@ def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
     if cond.nelms != 1:
         raise ValueError(f"conditional: the condition {cond.id!r} must have one element, has "
                          f"shape {cond.shape}")
+    if cond.dtype != dtypes.bool:
+        # PopART's If takes a BOOL condition only (its OpDefinition).
+        raise popart_exception(
+            f"conditional: the condition {cond.id!r} must be a bool tensor, got "
+            f"{cond.dtype.name}; compare it explicitly (ops.greater, ops.equal) or cast it")
     t_par = bind_inputs("conditional", then_branch, then_inputs or [], then_inputs_dict, check_inputs)
     e_par = bind_inputs("conditional", else_branch, else_inputs or [], else_inputs_dict, check_inputs)
     if len(then_branch.outputs) != len(else_branch.outputs):

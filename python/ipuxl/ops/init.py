@@ -2,6 +2,7 @@
 from typing import Iterable, Optional
 
 from .. import dtypes
+from .._shapes import check_shape
 from ..op import create_op
 from ..opdef import define_op
 from ..tensor import Tensor
@@ -15,10 +16,8 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
     undefined (``"undef"``, zero-filled by the simulator)."""
     if init_type not in ("zero", "undef"):
         raise ValueError(f"init: init_type must be 'zero' or 'undef', got {init_type!r}")
-    shape = tuple(int(d) for d in shape)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"init: negative dimension in shape {shape}")
     dt = dtypes.dtype.as_dtype(dtype)
+    shape = check_shape("init", shape, dt.itemsize)
     dt._core_code  # noqa: B018 - rejects dtypes the core cannot hold
     op = create_op("Init", [], [name or "init"],
                    {"init_type": init_type, "_shape": shape, "_dtype": dt}, name="init")

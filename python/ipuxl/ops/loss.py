@@ -12,8 +12,9 @@ picks ``p = probs[..., labels[...]]``.
   divides by the number of counted samples. When none is counted the mean
   loss is NaN (as PyTorch and PopART) and so is the gradient (as PopART;
   PyTorch gives zeros).
-* A label outside ``[0, C)`` that is not ignored selects ``p = 0`` (the IPU's
-  one-hot encoding gives an all-zero row); it is not an error.
+* A label outside ``[0, C)`` that is not ignored raises ``RuntimeError`` when
+  the program runs, naming the sample (as PyTorch). The IPU's one-hot
+  encoding would silently select ``p = 0``, a loss of ``-log(eps)``.
 * ``reduction``: ``'mean'`` and ``'sum'`` give a scalar, ``'none'`` one loss
   per sample (the labels' shape). The loss has the probs dtype.
 """

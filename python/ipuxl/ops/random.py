@@ -12,6 +12,7 @@ from typing import Iterable, Tuple
 
 from .. import dtypes
 from ..grad import register_grad
+from .._shapes import check_shape
 from ..op import create_op
 from ..opdef import define_op
 from .rules import like_input
@@ -30,18 +31,7 @@ def _check_seed(op: str, seed: Tensor, name: str = "seed_tensor") -> None:
 
 
 def _check_shape(op: str, shape) -> Tuple[int, ...]:
-    if isinstance(shape, (numbers.Integral,)) and not isinstance(shape, bool):
-        shape = (shape,)
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
-            raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}")
-        if d < 0:
-            raise ValueError(f"{op}: shape {dims} has a negative dimension")
-    return tuple(int(d) for d in dims)
+    return check_shape(op, shape, 8)
 
 
 def _check_float(op: str, name: str, value) -> float:

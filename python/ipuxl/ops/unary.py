@@ -32,7 +32,7 @@ def _unary(kind: str, name: str, t: Tensor, allowed: Sequence[dtypes.dtype],
            inplace: bool = False) -> Tensor:
     """Create a one-input elementwise op whose output has ``t``'s shape."""
     check_in_graph(name, t=t)
-    what = "expected a floating point dtype, one of" if allowed is FLOAT_DTYPES else ""
+    what = "expected a floating point dtype," if allowed is FLOAT_DTYPES else ""
     check_dtype_in(name, t, allowed, what)
     out = f"{name.rstrip('_')}_inplace_out" if inplace else f"{name}_out"
     return create_op(kind, [t], [out], name=name).outputs[0]

@@ -36,10 +36,16 @@ def check_in_graph(op: str, **tensors: Optional[Tensor]) -> None:
         if t is None:
             continue
         check_tensor(op, name, t)
+        if t.graph is not g and t.ir is not g.ir:
+            raise ValueError(
+                f"{op}: tensor {t.id!r} ({name}) belongs to another Ir ({t.ir.id}) than the "
+                f"current graph {g.name or 'main'!r} ({g.ir.id}). Tensors cannot move between "
+                "Irs; create them in this Ir.")
         if t.graph is not g:
             raise ValueError(
-                f"{op}: tensor {t.id!r} ({name}) is in graph {t.graph.name!r} but the current graph "
-                f"is {g.name!r}. Tensors from another graph must be passed in as graph inputs.")
+                f"{op}: tensor {t.id!r} ({name}) is in graph {t.graph.name or 'main'!r} but the "
+                f"current graph is {g.name or 'main'!r}. Tensors from another graph must be "
+                "passed in as graph inputs.")
 
 
 def same_tile_set(op: str, *ts: Tensor) -> None:

@@ -54,6 +54,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .. import dtypes as _dt
 from .. import grad as _grad
+from .._gc import gc_paused
 from ..context import get_current_context
 from ..errors import popart_exception
 from ..graph import Graph
@@ -581,6 +582,18 @@ def _grad_through_decomposition(op: Op, decomp, out_grads, need, value_of, ad) -
     return result
 
 
+class _NeedGradGraph(BaseException):
+    """Raised inside a graph's differentiation when a graph it calls has no
+    gradient graph yet: the driver differentiates that graph first and then
+    starts the caller again. (A BaseException, so that no rule's ``except
+    Exception`` swallows it.) This keeps autodiff of deeply nested calls off
+    the Python stack: depth is bounded by memory, not by the recursion limit."""
+
+    def __init__(self, graph: Graph):
+        super().__init__(graph.name)
+        self.graph = graph
+
+
 class _Autodiff:
     """State of one ``autodiff`` call: gradient infos by forward graph, and a
     journal of what was created or stitched (undone if the call fails)."""
@@ -589,7 +602,6 @@ class _Autodiff:
         self.ir = ir
         self.infos = infos
         self.touched: Dict[Graph, GradGraphInfo] = dict(infos)
-        self.active: Set[str] = set()
         self.created: List[Graph] = []
         self.stitches: List[Tuple[Graph, int, List[Tuple[Op, int]]]] = []
 
@@ -601,43 +613,76 @@ class _Autodiff:
             raise popart_exception(
                 f"Graph {graph.id} has been marked as unsafe to autodiff. Please provide a "
                 "gradient graph via called_graphs_grad_info")
-        required = [t for t in graph._inputs if _is_float(t)]
+        raise _NeedGradGraph(graph)
+
+    def _default_args(self, graph: Graph):
+        """What a called graph's gradient graph takes and gives: every float
+        output's gradient; every float input reachable from an output."""
         reach = _backward_reach(graph._ops, graph._outputs)
-        required = [t for t in required if id(t) in reach]
+        required = [t for t in graph._inputs if _is_float(t) and id(t) in reach]
         provided = [t for t in graph._outputs if _is_float(t)]
-        return self.differentiate(graph, provided, required, top=False)
+        return provided, required
 
     def differentiate(self, graph: Graph, provided: List[Tensor], required: List[Tensor],
                       top: bool) -> GradGraphInfo:
-        if graph.name in self.active:
-            raise popart_exception(f"autodiff: graph {graph.id} calls itself")
-        self.active.add(graph.name)
-        try:
-            info = _GraphBuilder(self, graph, provided, required, top).build()
-        finally:
-            self.active.discard(graph.name)
-        self.infos[graph] = info
-        self.touched[graph] = info
-        return info
+        """Differentiate ``graph`` and, first, every graph it calls that needs
+        a gradient graph: an explicit stack replaces recursion. An attempt
+        that meets a called graph without one is undone, the called graph is
+        differentiated, and the attempt starts again (each graph is attempted
+        at most once per graph it calls)."""
+        stack = [(graph, provided, required, top)]
+        on_stack = {id(graph)}
+        while stack:
+            g, p, r, t = stack[-1]
+            if g in self.infos:
+                stack.pop()
+                on_stack.discard(id(g))
+                continue
+            mark = (len(self.created), len(self.stitches))
+            try:
+                info = _GraphBuilder(self, g, p, r, t).build()
+            except _NeedGradGraph as need:
+                self._undo_to(*mark)
+                child = need.graph
+                if id(child) in on_stack:
+                    raise popart_exception(f"autodiff: graph {child.id} calls itself") from None
+                stack.append((child, *self._default_args(child), False))
+                on_stack.add(id(child))
+                continue
+            stack.pop()
+            on_stack.discard(id(g))
+            self.infos[g] = info
+            self.touched[g] = info
+        return self.infos[graph]
 
-    def rollback(self) -> None:
-        """Undo a failed call: drop the gradient graphs it created (and their
-        registrations as call sites) and the outputs it stitched."""
-        dead = {g.name for g in self.created}
-        for g in self.created:
+    def _undo_to(self, n_created: int, n_stitches: int) -> None:
+        """Drop the gradient graphs created (and their registrations as call
+        sites) and the outputs stitched since the journal had these lengths."""
+        dead = {g.name for g in self.created[n_created:]}
+        for g in self.created[n_created:]:
             self.ir._graphs.pop(g.name, None)
             for op in g._ops:
                 for c in op.called_graphs:
                     c._call_sites = [s for s in c._call_sites if s is not op]
-        for fwd, n_out, sites in reversed(self.stitches):
+        for fwd, n_out, sites in reversed(self.stitches[n_stitches:]):
             del fwd._outputs[n_out:]
             for op, n in sites:
                 for o in op.outputs[n:]:
                     op.graph._tensors.pop(o.id, None)
                 del op.outputs[n:]
-        for g in list(self.touched):
-            if self.touched[g].graph.name in dead:
-                del self.touched[g]
+        del self.created[n_created:]
+        del self.stitches[n_stitches:]
+        # A failed attempt registers nothing; only a full rollback must also
+        # forget the gradient graphs finished earlier in this call.
+        if n_created == 0:
+            for g in list(self.touched):
+                if self.touched[g].graph.name in dead:
+                    del self.touched[g]
+                    self.infos.pop(g, None)
+
+    def rollback(self) -> None:
+        """Undo a failed call: everything it created or stitched."""
+        self._undo_to(0, 0)
 
 
 def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
@@ -675,6 +720,11 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
                 raise TypeError(f"autodiff: {what} must contain Tensors, got {type(t).__name__}")
             if t.graph is not graph:
                 raise ValueError(f"autodiff: {what} tensor {t.id!r} is not in graph {graph.name!r}")
+    if not provided:
+        raise popart_exception(
+            f"autodiff: graph {graph.name or 'main'!r} has no outputs and grads_provided is "
+            "empty, so there is nothing to differentiate. Differentiate a subgraph "
+            "(ir.create_graph) whose outputs carry the gradients, or pass grads_provided.")
     for t in provided:
         if not _is_float(t):
             raise popart_exception(
@@ -702,7 +752,8 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
                 "differentiable path connects it to the provided gradients")
     ad = _Autodiff(graph.ir, infos)
     try:
-        info = ad.differentiate(graph, provided, required, top=True)
+        with gc_paused():
+            info = ad.differentiate(graph, provided, required, top=True)
     except BaseException:
         ad.rollback()
         raise
