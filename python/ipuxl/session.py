@@ -303,6 +303,21 @@ class Session:
         if self._attached:
             self.weights_from_host()
 
+    # ---- checkpoints
+    def save_checkpoint(self, path, tensors=None) -> None:
+        """Save the variables (weights and optimizer state; all of them, or
+        ``tensors``) to ``path`` atomically: see :mod:`ipuxl.checkpoint`."""
+        from .checkpoint import save_checkpoint
+
+        save_checkpoint(self, path, tensors)
+
+    def load_checkpoint(self, path, tensors=None, strict: bool = True) -> None:
+        """Set the variables from a checkpoint, after checking every name,
+        shape and dtype: see :mod:`ipuxl.checkpoint`."""
+        from .checkpoint import load_checkpoint
+
+        load_checkpoint(self, path, tensors, strict)
+
     # ---- running
     def expected_inputs(self) -> List[HostToDeviceStream]:
         """The host-to-device streams ``run`` needs data for, in creation order."""

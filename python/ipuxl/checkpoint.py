@@ -1,0 +1,145 @@
+"""Checkpoints: a Session's variables (weights and optimizer state) saved to
+and loaded from one file, atomically.
+
+Format: a NumPy ``.npz`` archive (``numpy.load`` reads it) holding one array
+per variable, keyed by its name, plus ``__ipuxl_checkpoint__``: a JSON
+document (as a uint8 array) with the format version and, per name, the
+popxl dtype and shape. Names are the variables' tensor ids (stable for a
+program built the same way), or the dotted names of an addons
+``NamedTensors`` tree.
+
+Saving writes a temporary file in the target's directory, flushes it to the
+disk, then renames it over the target (``os.replace``, atomic on POSIX and
+Windows): a process killed at any moment leaves either the previous
+checkpoint or the new one, never a torn file.
+"""
+import json
+import os
+import tempfile
+from typing import Dict, Mapping, Optional, Union
+
+import numpy as np
+
+from . import dtypes
+from .tensor import Variable
+
+__all__ = ["save_checkpoint", "load_checkpoint", "CheckpointMismatch", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_META = "__ipuxl_checkpoint__"
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint's names, shapes or dtypes differ from the variables it is
+    loaded into; the message lists every difference."""
+
+
+TensorsArg = Union[None, Mapping[str, Variable], object]
+
+
+def _named_variables(session, tensors: TensorsArg) -> Dict[str, Variable]:
+    if tensors is None:
+        return {v.id: v for v in session._prog.variables}
+    named = getattr(tensors, "named_tensors", None)  # an addons NamedTensors tree
+    if named is not None and not isinstance(tensors, Mapping):
+        tensors = dict(named)
+    if isinstance(tensors, Mapping):
+        out = dict(tensors)
+    else:
+        out = {t.id: t for t in tensors}
+    for name, v in out.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"checkpoint: {name!r} is a {type(v).__name__}, not a Variable")
+        if v.ir is not session.ir:
+            raise ValueError(f"checkpoint: variable {name!r} belongs to another Ir")
+    return out
+
+
+def save_checkpoint(session, path: Union[str, os.PathLike], tensors: TensorsArg = None) -> None:
+    """Write the current values of the Session's variables (all of them, or
+    ``tensors``: Variables, ``{name: Variable}`` or a ``NamedTensors`` tree)
+    to ``path``, atomically (see the module docstring)."""
+    named = _named_variables(session, tensors)
+    values = session.get_tensors_data(list(named.values()))
+    arrays = {}
+    meta = {"format": "ipuxl-checkpoint", "version": FORMAT_VERSION, "tensors": {}}
+    for name, v in sorted(named.items()):
+        if name == _META:
+            raise ValueError(f"checkpoint: {_META!r} is a reserved name")
+        arrays[name] = np.asarray(values[v], order="C")  # (ascontiguousarray makes 0-d 1-d)
+        meta["tensors"][name] = {"dtype": v.dtype.name, "shape": list(v.shape_on_host)}
+    arrays[_META] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def read_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
+    """The arrays of a checkpoint file, by name, checked against its metadata."""
+    with np.load(os.fspath(path), allow_pickle=False) as z:
+        if _META not in z.files:
+            raise ValueError(f"checkpoint {os.fspath(path)!r}: not an ipuxl checkpoint (no "
+                             f"{_META} entry)")
+        meta = json.loads(bytes(z[_META]).decode())
+        if meta.get("format") != "ipuxl-checkpoint" or meta.get("version") != FORMAT_VERSION:
+            raise ValueError(f"checkpoint {os.fspath(path)!r}: unsupported format "
+                             f"{meta.get('format')} version {meta.get('version')}")
+        out = {}
+        for name, info in meta["tensors"].items():
+            a = z[name]
+            want = dtypes.dtype.from_name(info["dtype"]).as_numpy()
+            if a.dtype != want or list(a.shape) != info["shape"]:
+                raise ValueError(f"checkpoint {os.fspath(path)!r}: entry {name!r} is "
+                                 f"{a.dtype}{a.shape}, its metadata says {info}")
+            out[name] = a
+        return out
+
+
+def load_checkpoint(session, path: Union[str, os.PathLike], tensors: TensorsArg = None,
+                    strict: bool = True) -> None:
+    """Set the Session's variables (all, or ``tensors``) from a checkpoint
+    written by :func:`save_checkpoint`. Every name, shape and dtype is checked
+    first; with ``strict`` a variable missing from the checkpoint or an entry
+    with no variable is an error too. Nothing is written unless all match."""
+    named = _named_variables(session, tensors)
+    data = read_checkpoint(path)
+    problems = []
+    for name, v in sorted(named.items()):
+        if name not in data:
+            if strict:
+                problems.append(f"variable {name!r} is not in the checkpoint")
+            continue
+        a = data[name]
+        want = v.dtype.as_numpy()
+        if a.dtype != want:
+            problems.append(f"{name!r}: checkpoint has dtype {a.dtype}, variable has {want}")
+        if tuple(a.shape) != tuple(v.shape_on_host):
+            problems.append(f"{name!r}: checkpoint has shape {a.shape}, variable has "
+                            f"{tuple(v.shape_on_host)}")
+    if strict:
+        for name in sorted(set(data) - set(named)):
+            problems.append(f"checkpoint entry {name!r} matches no variable")
+    if problems:
+        raise CheckpointMismatch(f"load_checkpoint({os.fspath(path)!r}): "
+                                 + "; ".join(problems))
+    session.write_variables_data({v: data[name] for name, v in named.items() if name in data})
