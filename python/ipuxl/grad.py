@@ -192,8 +192,17 @@ class GradContext:
         return sum_to_shape(grad, self.op.inputs[i].shape)
 
     def subgraph_grad_info(self, graph):
-        """The GradGraphInfo of a called graph (differentiated on demand)."""
+        """The GradGraphInfo of a called graph (differentiated on demand).
+        Call it before creating anything: autodiff may restart the rule once
+        the called graph has its gradient graph."""
         return self._builder.subgraph_info(graph)
+
+    def new_graph(self, name: str):
+        """An empty subgraph for the rule to fill (``with g:``), removed again
+        if the autodiff call fails."""
+        g = self.op.graph.ir.create_empty_graph(name)
+        self._builder.created.append(g)
+        return g
 
 
 def sum_to_shape(t: "Tensor", shape) -> "Tensor":

@@ -6,6 +6,7 @@ from ..errors import popart_exception
 from ..graph import Graph
 from ..op import Op, create_op
 from ..tensor import Tensor
+from ..grad import register_grad
 from ..opdef import define_op
 from .call import bind_inputs
 from .rules import called_graph_outputs
@@ -118,8 +119,7 @@ def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
     return ConditionalSiteInfo(op, nt)
 
 
-define_op("If", called_graph_outputs, kind="if", side_effects=True,
-          no_grad="not implemented in ipuxl yet (PopART's IfGradOp)")
+define_op("If", called_graph_outputs, kind="if", side_effects=True)
 
 
 def conditional(cond: Tensor, then_branch: Graph, else_branch: Graph,
@@ -131,3 +131,68 @@ def conditional(cond: Tensor, then_branch: Graph, else_branch: Graph,
     have outputs of the same shapes and dtypes. Returns the outputs."""
     return conditional_with_info(cond, then_branch, else_branch, then_inputs, else_inputs,
                                  then_inputs_dict, else_inputs_dict).outputs
+
+
+# ---- gradient rule
+#
+# The gradient of a conditional is a conditional over the branches'
+# gradients (PopART's IfGradOp). Both branches of it take the same inputs
+# (the output gradients and every input of the forward conditional) and
+# give a gradient for every float input: the taken branch's gradient graph
+# for its own inputs, zeros for the other branch's. Each recomputes its
+# branch's forward values (a conditional's activations cannot be stitched
+# out of it) before calling the branch's gradient graph.
+
+@register_grad("If", nondiff=(0,))
+def _if_grad(ctx):
+    from ..tensor import graph_input, graph_output
+    from ..transforms.autodiff import ExpectedConnectionType
+    from .call import call, call_with_info
+    from .init import init
+
+    op = ctx.op
+    branches = op.called_graphs
+    infos = [ctx.subgraph_grad_info(b) for b in branches]  # first: autodiff may restart
+    maps = [list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"])]
+    ins = list(op.inputs)
+    outs = list(op.outputs)
+    float_out = [j for j, t in enumerate(outs) if t.dtype.is_floating_point]
+    float_in = [i for i in range(1, len(ins)) if ins[i].dtype.is_floating_point]
+
+    def wrapper(b: int):
+        branch, info, mapping = branches[b], infos[b], maps[b]
+        g = ctx.new_graph(f"if_grad_{'then' if b == 0 else 'else'}")
+        with g:
+            gs = {j: graph_input(outs[j].shape, outs[j].dtype, f"grad_out_{j}") for j in float_out}
+            xs = {i: graph_input(ins[i].shape, ins[i].dtype, f"input_{i}")
+                  for i in range(1, len(ins))}
+            site = call_with_info(branch, *[xs[i] for i in mapping])
+            idx_of = {id(t): k for k, t in enumerate(branch.inputs)}
+            out_of = {id(t): k for k, t in enumerate(branch.outputs)}
+            args = []
+            for ec in info.expected_inputs:
+                t = ec.fwd_tensor
+                if ec.connection_type == ExpectedConnectionType.FwdGrad:
+                    j = out_of[id(t)]
+                    args.append(gs[j] if j in gs else init(t.shape, t.dtype))
+                elif id(t) in idx_of:
+                    args.append(xs[mapping[idx_of[id(t)]]])
+                else:
+                    args.append(site.outputs[out_of[id(t)]])
+            grads = call(info.graph, *args) if info.expected_outputs else ()
+            total = {}
+            for ec, gr in zip(info.expected_outputs, grads):
+                i = mapping[idx_of[id(ec.fwd_tensor)]]
+                total[i] = total[i] + gr if i in total else gr
+            for i in float_in:
+                graph_output(total[i] if i in total
+                             else init(ins[i].shape, ins[i].dtype, f"zero_grad_{i}"))
+        return g
+
+    then_g, else_g = wrapper(0), wrapper(1)
+    args = [ctx.g_or_zeros(j) for j in float_out] + [ctx.x(i) for i in range(1, len(ins))]
+    res = conditional(ctx.x(0), then_g, else_g, then_inputs=args, else_inputs=args)
+    result = [None] * len(ins)
+    for pos, i in enumerate(float_in):
+        result[i] = res[pos] if ctx.needs(i) else None
+    return result
