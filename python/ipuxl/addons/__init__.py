@@ -11,6 +11,8 @@ ipuxl core (no compilation, no MPI, no git).
 from . import dot_tree, named_tensors, named_replica_grouping, utils  # noqa: F401
 from . import variable_factory, graph, graph_cache, module  # noqa: F401
 from . import ops, transforms  # noqa: F401  (explicit: addons.ops is this subpackage)
+from . import array_munging  # noqa: F401
+from .array_munging import *  # noqa: F401,F403  (addons.repeat is the NumPy helper, as upstream)
 from .dot_tree import DotTree, sanitise, to_mapping
 from .graph import BoundGraph, GraphWithNamedArgs
 from .graph_cache import (GraphCache, argument_hash, bound_arguments, function,
@@ -36,4 +38,4 @@ __all__ = [
     "remap_grad_info", "OrderedDict", "WeightsDict", "duplicate_items", "null_context", "overrides",
     "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
     "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT",
-]
+] + array_munging.__all__
