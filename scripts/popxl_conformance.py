@@ -825,6 +825,9 @@ def normalise_cause(exc_type, message):
         if m:
             owner = re.sub(r"^module ", "", first.split(" has no attribute")[0])
             owner = owner.replace("'", "")
+            if owner.split(".")[0] in ("numpy", "torch"):
+                return (f"environment: the test uses {owner}.{m.group(1)}, which the installed "
+                        f"{owner.split('.')[0]} no longer has")
             return f"AttributeError: {owner} has no attribute '{m.group(1)}'"
     if exc_type == "ModuleNotFoundError":
         m = re.search(r"No module named '([^'.]+)", first)
