@@ -841,9 +841,9 @@ def normalise_cause(exc_type, message):
         return f"NotImplementedError: {_NUM.sub('N', first)[:160]}"
     if exc_type == "Failed" and first.startswith("DID NOT RAISE"):
         return f"Failed: {first}"
-    if exc_type == "Failed" and "Regex pattern did not match" in msg:
-        regex = re.search(r"Regex: (.*)", msg)
-        return "Failed: error message differs" + (f" (expects {regex.group(1)[:100]})" if regex else "")
+    if "Regex pattern did not match" in msg:   # pytest.raises(match=...)
+        regex = re.search(r"(?:Expected regex|Regex): (.*)", msg)
+        return "error message differs" + (f": expects {regex.group(1)[:100]}" if regex else "")
     if exc_type in ("Timeout", "Crash", "TimeoutError"):
         return f"{exc_type}: {first[:100]}"
     text = re.sub(r"0x[0-9a-f]+", "0x…", first)
@@ -929,6 +929,30 @@ def format_groups(groups, list_tests=True):
     return "\n".join(out)
 
 
+def print_report(records, list_tests=True):
+    table = summarise(records)
+    groups = group_failures(records)
+    print()
+    print(format_table(table))
+    for name, s in table.items():
+        print(f"  {name}: {s['excluded']} test functions excluded as non-public; "
+              f"{s['excluded_file_only']} of them only because their file imports popart/test_util")
+    print(format_groups(groups, list_tests=list_tests))
+    return table, groups
+
+
+def report(path, list_tests=True):
+    data = json.loads(Path(path).read_text())
+    records = data["tests"]
+    for r in records:
+        if r.get("cause"):
+            r["cause"] = normalise_cause(r.get("exc_type"), r.get("message"))
+    print(f"{path}: run of {data.get('date')}, ipuxl {data.get('ipuxl_commit')}, "
+          f"popart {data.get('popart_commit')}, popxl-addons {data.get('addons_commit')}")
+    print_report(records, list_tests)
+    return 0
+
+
 def git_head(path):
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
@@ -954,7 +978,12 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="only print the selection")
     ap.add_argument("--no-tests-listed", action="store_true",
                     help="print the failure groups without their tests")
+    ap.add_argument("--report", metavar="JSON",
+                    help="print the table and failure groups of an earlier run's JSON "
+                         "(causes re-derived with this version's rules) and exit")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, list_tests=not args.no_tests_listed)
     if not (args.popart or args.addons or args.tutorials):
         ap.error("give at least one of --popart, --addons, --tutorials")
 
@@ -1023,14 +1052,7 @@ def main(argv=None):
     if args.list:
         return 0
 
-    table = summarise(records)
-    groups = group_failures(records)
-    print()
-    print(format_table(table))
-    for name, s in table.items():
-        print(f"  {name}: {s['excluded']} test functions excluded as non-public; "
-              f"{s['excluded_file_only']} of them only because their file imports popart/test_util")
-    print(format_groups(groups, list_tests=not args.no_tests_listed))
+    table, groups = print_report(records, list_tests=not args.no_tests_listed)
     try:
         import ipuxl
         ipuxl_file = ipuxl.__file__
