@@ -22,6 +22,7 @@ from .named_replica_grouping import NamedReplicaGrouping
 from .named_tensors import NamedTensorData, NamedTensors, TensorMap, print_named_tensors
 from .ops import cross_entropy, cross_entropy_with_grad, host_load, host_store
 from .streams import InputStreams, OutputStreams
+from .task_session import TaskSession, write_variables_pb
 from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
     suffix_graph_name, timer
@@ -39,5 +40,5 @@ __all__ = [
     "remap_grad_info", "OrderedDict", "WeightsDict", "duplicate_items", "null_context", "overrides",
     "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
     "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT", "InputStreams",
-    "OutputStreams",
+    "OutputStreams", "TaskSession", "write_variables_pb",
 ] + array_munging.__all__
