@@ -52,8 +52,9 @@ Each counted test may carry tags, reported in their own columns; the
 percentages "outside those" leave tagged tests out:
 
 * ``replication``: it created a ``Session`` for an Ir whose
-  ``replication_factor`` is above 1 (seen while it ran), or it references
-  replica-sharded tensors (``replica_sharded_variable``,
+  ``replication_factor`` is above 1 (seen while it ran), its code sets a
+  literal replication factor above 1 (``Ir(4)``, ``replication=4``,
+  ``ir.replication_factor = 4``), or it references replica-sharded tensors (``replica_sharded_variable``,
   ``replica_sharded_buffer``, ``remote_replica_sharded_variable``);
 * ``remote``: it references remote memory (``remote_buffer``,
   ``RemoteBuffer``, ``remote_variable``, ``remote_load``, ``remote_store``,
@@ -183,6 +184,27 @@ def _import_time_nodes(stmts):
         else:
             out.append(s)
     return out
+
+
+def _int_above_1(node):
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value > 1
+
+
+def _sets_literal_replication(tree) -> bool:
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name == "Ir" and n.args and _int_above_1(n.args[0]):
+                return True
+            if any(k.arg in ("replication", "replication_factor") and _int_above_1(k.value)
+                   for k in n.keywords):
+                return True
+        elif isinstance(n, ast.Assign) and _int_above_1(n.value):
+            if any(isinstance(t, ast.Attribute) and t.attr == "replication_factor"
+                   for t in n.targets):
+                return True
+    return False
 
 
 class ModuleInfo:
@@ -405,7 +427,9 @@ class Analyser:
 
     def closure_text(self, mod, nodes):
         """Identifiers and strings of ``nodes`` and everything they reference
-        (for tags)."""
+        (for tags); ``replication`` among them when that code sets a literal
+        replication factor above 1 (``Ir(4)``, ``replication=4``,
+        ``ir.replication_factor = 4``)."""
         idents, strings = set(), set()
         seen = set()
         stack = [(mod, n) for n in nodes]
@@ -414,6 +438,8 @@ class Analyser:
             i, s = _names_in(n)
             idents |= i
             strings |= s
+            if _sets_literal_replication(n):
+                idents.add("replica_sharded")   # the replication tag's token
             for ref in m.references(n):
                 if ref in seen:
                     continue
