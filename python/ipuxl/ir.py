@@ -28,7 +28,7 @@ class Ir:
         _IR_COUNTER[0] += 1
         self._replication_factor = replication
         self._num_host_transfers = 1
-        self._op_counter = 0
+        self._op_counter = 100  # op ids count from 100, as in PopART (print_schedule, FLOP breakdowns)
         self._graph_counter = 0
         self._tensor_counter = 0
         self._graphs: Dict[str, Graph] = {}

@@ -23,6 +23,8 @@ from .named_tensors import NamedTensorData, NamedTensors, TensorMap, print_named
 from .ops import cross_entropy, cross_entropy_with_grad, host_load, host_store
 from .streams import InputStreams, OutputStreams
 from .task_session import TaskSession, write_variables_pb
+from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
+                                print_FLOPs, total_FLOPs)
 from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
     suffix_graph_name, timer
@@ -40,5 +42,6 @@ __all__ = [
     "remap_grad_info", "OrderedDict", "WeightsDict", "duplicate_items", "null_context", "overrides",
     "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
     "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT", "InputStreams",
-    "OutputStreams", "TaskSession", "write_variables_pb",
+    "OutputStreams", "TaskSession", "write_variables_pb", "evaluate_FLOPs", "evaluate_ir_FLOPs",
+    "format_flops_scientific", "print_FLOPs", "total_FLOPs",
 ] + array_munging.__all__
