@@ -23,6 +23,7 @@ from .named_tensors import NamedTensorData, NamedTensors, TensorMap, print_named
 from .ops import cross_entropy, cross_entropy_with_grad, host_load, host_store
 from .streams import InputStreams, OutputStreams
 from .task_session import TaskSession, write_variables_pb
+from .route_tensor import is_subgraph, route_tensor_into_graph
 from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
                                 print_FLOPs, total_FLOPs)
 from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
@@ -43,5 +44,6 @@ __all__ = [
     "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
     "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT", "InputStreams",
     "OutputStreams", "TaskSession", "write_variables_pb", "evaluate_FLOPs", "evaluate_ir_FLOPs",
-    "format_flops_scientific", "print_FLOPs", "total_FLOPs",
+    "format_flops_scientific", "print_FLOPs", "total_FLOPs", "is_subgraph",
+    "route_tensor_into_graph",
 ] + array_munging.__all__
