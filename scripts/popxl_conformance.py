@@ -34,6 +34,11 @@ constants of its file it names, the helpers it imports from modules next to
 it in the suite (for example ``utils.contains_op_of_type``), and for methods
 the non-test methods and class body of their class.
 
+A file pytest cannot collect counts each of its test functions as the
+number of items its literal ``pytest.mark.parametrize`` lists would make
+(``name[i of ~n]``; 1 per non-literal list), so that denominators do not
+move when a file starts to import.
+
 That is decided per test function where possible and per file otherwise: a
 file whose import itself runs an excluded import (a top-level
 ``import popart._internal.ir``, ``import test_util``, or a top-level import
@@ -449,6 +454,35 @@ class Analyser:
         return " ".join(sorted(idents)) + " " + " ".join(sorted(strings))
 
 
+def _literal_len(mod, node):
+    """Length of a parametrize argvalues node when it is a literal list or
+    tuple, a module-level name bound to one, or ``range(<int>)``; else None."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return None
+        return len(node.elts)
+    if isinstance(node, ast.Name) and isinstance(mod.defs.get(node.id), ast.Assign):
+        return _literal_len(mod, mod.defs[node.id].value)
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "range" \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+        return int(node.args[0].value)
+    return None
+
+
+def estimated_items(mod, decorators) -> int:
+    """How many test items pytest would make of a function, from its (and
+    its class's) literal ``pytest.mark.parametrize`` decorators; 1 per
+    decorator whose values are not literal. Used only for files pytest
+    cannot collect, so that they weigh what they would when collected."""
+    n = 1
+    for d in decorators:
+        if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) \
+                and d.func.attr == "parametrize" and len(d.args) >= 2:
+            k = _literal_len(mod, d.args[1])
+            n *= k if k else 1
+    return n
+
+
 def cmake_hw_only(test_file: Path):
     """True when popart's CMakeLists registers the file only for Hw, or
     marks it DISABLED."""
@@ -498,7 +532,10 @@ def analyse_file(analyser, test_file: Path, root: Path):
                 reason += f"; {violation}"
         elif violation:
             reason = violation
+        decorators = list(fn.decorator_list) + [d for e in extra if isinstance(e, ast.expr)
+                                                for d in [e]]
         functions[qual] = {"excluded": reason, "public_in_body": violation is None,
+                           "estimated_items": estimated_items(mod, decorators),
                            "tags": tags}
     serial = "mark.serial" in mod.source
     return {"import_blocker": blocker, "functions": functions, "serial": serial}
@@ -1054,9 +1091,13 @@ def main(argv=None):
                     if not mine:
                         e = cerr or {"exc_type": "NotCollected",
                                      "message": "pytest did not collect this test"}
-                        mine = [{"nodeid": f"{rel}::{q}", "outcome": "error",
-                                 "exc_type": e["exc_type"], "message": e["message"],
-                                 "where": None, "rf": 1}]
+                        # not collected: weigh it as the items its parametrisation
+                        # would make (estimated from literal parametrize lists)
+                        n = info.get("estimated_items", 1)
+                        mine = [{"nodeid": f"{rel}::{q}" + (f"[{i + 1} of ~{n}]" if n > 1 else ""),
+                                 "outcome": "error", "exc_type": e["exc_type"],
+                                 "message": e["message"], "where": None, "rf": 1}
+                                for i in range(n)]
                     for r in mine:
                         tags = set(info["tags"])
                         if r.get("rf", 1) > 1:
