@@ -99,7 +99,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PLUGIN_NAME = "popxl_conformance"
+PLUGIN_NAME = Path(__file__).stem  # this file, loaded by each child pytest with -p
 EXCLUDED_MODULES = ("popart", "test_util")
 EXCLUDED_SUBSTRINGS = ("_pb_", "_internal")
 EXCLUDED_STRINGS = ("poprun",)
