@@ -885,6 +885,12 @@ _NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
 def normalise_cause(exc_type, message):
     msg = (message or "").strip()
     first = msg.splitlines()[0] if msg else ""
+    if exc_type == "CalledProcessError":
+        # a script the test ran failed: its own last exception is the cause
+        found = re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): ?(.*)$", msg, re.M)
+        if found:
+            inner_type, inner_msg = found[-1]
+            return "in a subprocess: " + normalise_cause(inner_type.split(".")[-1], inner_msg)
     if exc_type == "AttributeError":
         m = re.search(r"has no attribute '([^']+)'", first)
         obj = re.match(r"'?([^']*)'? (?:object|module)", first)
