@@ -13,7 +13,11 @@ def test_insert_get_nested_and_numeric():
     t.insert("a", 1)
     t.insert("b.c", 2)
     t.insert(0, "zero")
-    t.insert("b.d.e", 3)
+    # popxl_addons: an existing head is a clash unless overwrite=True (which extends it)
+    with pytest.raises(ValueError):
+        t.insert("b.d.e", 3)
+    assert "b.d" not in t
+    t.insert("b.d.e", 3, overwrite=True)
     assert t.a == 1 and t.b.c == 2 and t["b.d.e"] == 3 and t.b.d.e == 3
     assert t[0] == "zero" and t["0"] == "zero"
     assert isinstance(t.b, DotTree)
@@ -174,3 +178,27 @@ def test_variable_factory_errors_and_groups():
     with pytest.raises(NotImplementedError, match="memmap"):
         with ir.main_graph:
             VariableFactory(lambda: np.zeros(1)).create_tensor(memmap_dir="/tmp")
+
+
+def test_nested_insert_clash_and_overwrite_merge():
+    """popxl_addons' DotTree.insert: any existing part of a dotted key is a
+    clash without overwrite; overwrite=True merges nested trees and replaces
+    leaves; a failed insert changes nothing; from_dict shares prefixes."""
+    t = DotTree()
+    t.insert("x.y.z", 1)
+    t.insert("n.0.m", 2)
+    assert t.x.y.z == 1 and t.n[0].m == 2
+    before = t.to_dict()
+    with pytest.raises(ValueError):
+        t.insert("x.y.w", 3)
+    with pytest.raises(ValueError):
+        t.insert("x", 4)
+    assert t.to_dict() == before
+    t.insert("x.y.w", 3, overwrite=True)
+    assert t.to_dict() == {"x.y.z": 1, "x.y.w": 3, "n.0.m": 2}
+    t.insert("x.y.z", 5, overwrite=True)
+    assert t.x.y.z == 5
+    f = DotTree.from_dict({"p.q": 1, "p.r": 2, "p.s.t": 3, "u": 4})
+    assert f.to_dict() == {"p.q": 1, "p.r": 2, "p.s.t": 3, "u": 4}
+    with pytest.raises(ValueError):
+        DotTree.from_dict({"p": 1, "p.q": 2})

@@ -95,3 +95,33 @@ def test_dtypes_are_singletons_across_pickle():
     import pickle
 
     assert pickle.loads(pickle.dumps(popxl.float32)) is popxl.float32
+
+
+def test_lookup_tables_agree_with_numpy_and_torch():
+    """PopXL's tables: numpy dtype, name, Python type and torch dtype -> dtype,
+    checked against numpy's and torch's own notion of each type."""
+    import torch
+
+    for npd, dt in dtypes._NP_TO_POPXL.items():
+        assert isinstance(npd, np.dtype)
+        if dt in (popxl.float8_143, popxl.float8_152):
+            assert npd.itemsize == 1 and npd.names == (dt.name,)
+        else:
+            assert npd == np.dtype(dt.name)
+    assert set(dtypes._NP_TO_POPXL.values()) == set(ALL) | {popxl.float8_143, popxl.float8_152}
+    for name, dt in dtypes._STR_TO_POPXL.items():
+        assert dt.name == name
+    assert dtypes._PY_TO_POPXL[bool] is popxl.bool
+    assert dtypes._PY_TO_POPXL[float] is popxl.float32
+
+    pt = dtypes._PT_TO_POPXL
+    # torch has these types, and PopXL maps exactly them (no uint16/32/64, no fp8)
+    assert {str(k) for k in pt} == {f"torch.{n}" for n in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64",
+        "complex64", "complex128")}
+    for tdt, dt in pt.items():
+        # the same type as numpy sees it, through torch's own conversion
+        assert np.dtype(dt.name) == torch.empty(0, dtype=tdt).numpy().dtype
+        assert tdt.is_floating_point == dt.is_floating_point
+        assert tdt.is_complex == dt.is_complex
+        assert popxl.dtype.as_dtype(tdt) is dt

@@ -297,3 +297,16 @@ class TestDunders:
             v_data = sess.get_tensor_data(v)
         np.testing.assert_allclose(out, [1, 2, 3])
         np.testing.assert_allclose(v_data, [1, 2, 3])
+
+
+@pytest.mark.parametrize("shape,np_dtype", [((2, 4, 1, 3), np.float32), ((), np.int32),
+                                            ((5,), np.float16), ((3, 2), np.uint8)])
+def test_strides_match_numpy(shape, np_dtype):
+    """Tensor.strides() is numpy's ndarray.strides for a C-ordered array: a tuple."""
+    arr = np.zeros(shape, np_dtype)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        c = popxl.constant(arr)
+    assert c.strides() == arr.strides
+    assert isinstance(c.strides(), tuple)
+    assert c.strides((4, 5)) == np.zeros((4, 5), np_dtype).strides

@@ -360,6 +360,28 @@ class TestConditional:
             np.testing.assert_allclose(sess.run({h: np.array(True)})[s], [11, 22, 33])
             np.testing.assert_allclose(sess.run({h: np.array(False)})[s], [3, 6, 9])
 
+    def test_site_info_index_maps_take_popxl_arguments(self):
+        # PopXL's ConditionalSiteInfo: input 0 is the condition, then the
+        # then-branch inputs, then the else-branch inputs; outputs map one to
+        # one, and the output maps take `then_branch` like the input map.
+        ir = popxl.Ir()
+        with ir.main_graph:
+            c = popxl.variable(True)
+            x = popxl.variable(np.zeros(2, np.float32))
+            y = popxl.variable(np.ones(2, np.float32))
+            then_g = ir.create_graph(lambda a, b: a + b, x, y)
+            else_g = ir.create_graph(lambda a: a * 2, x)
+            info = ops.conditional_with_info(c, then_g, else_g, [x, y], [x])
+        assert info.called_graph == (then_g, else_g)
+        assert info.graph_to_parent_input_index(1, then_branch=True) == 2
+        assert info.graph_to_parent_input_index(0, then_branch=False) == 3
+        assert info.is_parent_index_in_then_branch(2) and not info.is_parent_index_in_then_branch(3)
+        for branch in (True, False):
+            assert info.graph_to_parent_output_index(0, branch) == 0
+            assert info.parent_to_graph_output_index(0, then_branch=branch) == 0
+        assert info.graph_to_parent(else_g.inputs[0]) is x
+        assert info.parent_to_graph(y) is then_g.inputs[1]
+
     def test_branch_output_mismatch(self):
         ir = popxl.Ir()
         with ir.main_graph:

@@ -73,5 +73,13 @@ def test_bad_arguments():
 
 
 def test_dtype_lists_kept():
-    assert len(get_all_dtypes()) == 12
+    # popxl.testing's lists: ints (signed, then unsigned), floats, complex; no bool
+    names = [d.name for d in get_all_dtypes()]
+    assert names == ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                     "float8_143", "float8_152", "float16", "float32", "float64",
+                     "complex64", "complex128"]
     assert all(d.is_int for d in get_all_int_dtypes())
+    assert [d.name for d in get_all_int_dtypes(include_signed=False)] == \
+        ["uint8", "uint16", "uint32", "uint64"]
+    assert [d.name for d in get_all_int_dtypes(include_unsigned=False)] == \
+        ["int8", "int16", "int32", "int64"]

@@ -4,6 +4,7 @@ Each dtype carries the integer code the C++ core uses (cpp/core/dtype.hpp);
 keep the two lists in step. fp8 and complex types exist so that programs
 naming them import, but the core cannot run them: ops reject them.
 """
+from collections.abc import Mapping
 from typing import Any, Dict
 
 import numpy as np
@@ -20,6 +21,48 @@ _builtin_int = int
 
 np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
 np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
+
+# Lookup tables with PopXL's names (tests and user code import them).
+_NP_TO_POPXL: Dict[np.dtype, "dtype"] = {}   # numpy dtype -> dtype
+_STR_TO_POPXL: Dict[str, "dtype"] = {}       # name -> dtype
+_PY_TO_POPXL: Dict[type, "dtype"] = {}       # Python type -> dtype
+
+
+class _TorchToPopxl(Mapping):
+    """torch dtype -> dtype, for the dtypes PopXL maps (torch has no unsigned
+    types beyond uint8, nor fp8 ones there). Filled on first use, so that
+    importing ipuxl does not import torch; empty when torch is absent."""
+
+    _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
+              "float64", "complex64", "complex128")
+
+    def __init__(self):
+        self._data = None
+
+    def _table(self):
+        if self._data is None:
+            try:
+                import torch
+            except ImportError:
+                self._data = {}
+            else:
+                self._data = {getattr(torch, n): dtype.from_name(n) for n in self._NAMES}
+        return self._data
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+    def __repr__(self):
+        return repr(self._table())
+
+
+_PT_TO_POPXL = _TorchToPopxl()
 
 
 class dtype:
@@ -44,8 +87,10 @@ class dtype:
         self._is_signed = is_signed
         self._torch_name = torch_name or name
         cls._by_name[name] = self
+        _STR_TO_POPXL[name] = self
         if np_type is not None:
             cls._by_np.setdefault(np.dtype(np_type), self)
+            _NP_TO_POPXL.setdefault(np.dtype(np_type), self)
         return self
 
     name = property(lambda self: self._name)
@@ -136,6 +181,7 @@ complex64 = dtype._new("complex64", None, np.complex64, is_complex=True, is_sign
 complex128 = dtype._new("complex128", None, np.complex128, is_complex=True, is_signed=True)
 
 globals()["bool"] = bool_
+_PY_TO_POPXL.update({_builtin_bool: bool_, _builtin_float: float32})
 half = float16
 float = float32  # noqa: A001 - mirrors popxl.float
 double = float64

@@ -28,7 +28,7 @@ class Ir:
         _IR_COUNTER[0] += 1
         self._replication_factor = replication
         self._num_host_transfers = 1
-        self._op_counter = 0
+        self._op_counter = 100  # op ids count from 100, as in PopART (print_schedule, FLOP breakdowns)
         self._graph_counter = 0
         self._tensor_counter = 0
         self._graphs: Dict[str, Graph] = {}
@@ -77,9 +77,21 @@ class Ir:
         return self._replication_factor
 
     def replica_grouping(self, stride: int = 1, group_size: Optional[int] = None):
+        """Groups of ``group_size`` replicas ``stride`` apart (default: one
+        group of all replicas). ``ValueError`` unless ``stride * group_size``
+        divides the replication factor."""
         from .replica_grouping import ReplicaGrouping
 
-        return ReplicaGrouping._from_ir(self, stride, group_size)
+        return ReplicaGrouping._from_params(self, stride, group_size)
+
+    def replica_grouping_from_assignments(self, assignment: List[int]):
+        """A grouping from the group of each replica: groups of equal size,
+        numbered from 0 in the order of their first replica. A partition that
+        no ``(stride, group_size)`` describes is a non-constant grouping
+        (usable for variables, not for collectives)."""
+        from .replica_grouping import ReplicaGrouping
+
+        return ReplicaGrouping._from_assignment(self, assignment)
 
     # ---- graphs
     def create_empty_graph(self, name: str = "graph") -> Graph:

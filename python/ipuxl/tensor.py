@@ -174,14 +174,17 @@ class Tensor:
     def tensor_type(self) -> str:
         return "ActGrad"
 
-    def strides(self, shape=None):
+    def strides(self, shape=None) -> Tuple[int, ...]:
+        """Bytes to step in each dimension of a C-ordered array of this
+        dtype and ``shape`` (default: the tensor's), as ``numpy.ndarray.strides``:
+        a tuple."""
         shape = self._shape if shape is None else tuple(shape)
         item = self._dtype.itemsize
         out, acc = [], item
         for d in reversed(shape):
             out.append(acc)
             acc *= d
-        return list(reversed(out))
+        return tuple(reversed(out))
 
     # ---- methods delegating to ops
     def _ops(self):

@@ -13,14 +13,22 @@ __all__ = ["get_all_dtypes", "get_all_int_dtypes", "check_grads"]
 
 
 def get_all_dtypes():
-    """Every dtype the ipuxl core can run."""
-    return [d for d in (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
-                        dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64,
-                        dtypes.float16, dtypes.float32, dtypes.float64)]
+    """PopXL's list: the integer, floating-point (fp8 included) and complex
+    dtypes, in that order; ``bool`` is not in it. Not every one of them runs
+    on the ipuxl core (fp8 and complex do not)."""
+    return get_all_int_dtypes() + [dtypes.float8_143, dtypes.float8_152, dtypes.float16,
+                                   dtypes.float32, dtypes.float64, dtypes.complex64,
+                                   dtypes.complex128]
 
 
-def get_all_int_dtypes():
-    return [d for d in get_all_dtypes() if d.is_int]
+def get_all_int_dtypes(include_signed: bool = True, include_unsigned: bool = True):
+    """The signed integer dtypes, then the unsigned ones (as PopXL)."""
+    out = []
+    if include_signed:
+        out += [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64]
+    if include_unsigned:
+        out += [dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64]
+    return out
 
 
 _FLOAT_NP = (np.float16, np.float32, np.float64)

@@ -11,6 +11,8 @@ ipuxl core (no compilation, no MPI, no git).
 from . import dot_tree, named_tensors, named_replica_grouping, utils  # noqa: F401
 from . import variable_factory, graph, graph_cache, module  # noqa: F401
 from . import ops, transforms  # noqa: F401  (explicit: addons.ops is this subpackage)
+from . import array_munging  # noqa: F401
+from .array_munging import *  # noqa: F401,F403  (addons.repeat is the NumPy helper, as upstream)
 from .dot_tree import DotTree, sanitise, to_mapping
 from .graph import BoundGraph, GraphWithNamedArgs
 from .graph_cache import (GraphCache, argument_hash, bound_arguments, function,
@@ -19,6 +21,11 @@ from .module import Module, NameScopeMeta, create_grad_graph_info
 from .named_replica_grouping import NamedReplicaGrouping
 from .named_tensors import NamedTensorData, NamedTensors, TensorMap, print_named_tensors
 from .ops import cross_entropy, cross_entropy_with_grad, host_load, host_store
+from .streams import InputStreams, OutputStreams
+from .task_session import TaskSession, write_variables_pb
+from .route_tensor import is_subgraph, route_tensor_into_graph
+from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
+                                print_FLOPs, total_FLOPs)
 from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
     suffix_graph_name, timer
@@ -35,5 +42,8 @@ __all__ = [
     "cross_entropy_with_grad", "host_load", "host_store", "autodiff", "autodiff_with_accumulation",
     "remap_grad_info", "OrderedDict", "WeightsDict", "duplicate_items", "null_context", "overrides",
     "suffix_graph_name", "timer", "NamedVariableFactories", "VariableFactory",
-    "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT",
-]
+    "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT", "InputStreams",
+    "OutputStreams", "TaskSession", "write_variables_pb", "evaluate_FLOPs", "evaluate_ir_FLOPs",
+    "format_flops_scientific", "print_FLOPs", "total_FLOPs", "is_subgraph",
+    "route_tensor_into_graph",
+] + array_munging.__all__

@@ -139,9 +139,12 @@ class DotTree(Generic[L]):
     def insert(self, key: Union[str, int], value, overwrite: bool = False) -> None:
         """Insert ``value`` at ``key``.
 
-        A dotted key creates (or extends) nested trees of this class. With
-        ``overwrite=True`` an existing leaf is replaced and an existing nested
-        tree receiving a tree is merged key by key.
+        A dotted key creates nested trees of this class. As in popxl_addons,
+        every part of the key that already exists is a clash unless
+        ``overwrite=True``: then an existing nested tree is extended (merged),
+        a leaf is replaced, and a nested tree receiving a tree is merged key
+        by key. (``from_dict`` builds trees from dotted keys that share
+        prefixes without needing ``overwrite``.)
 
         Raises:
             ValueError: negative int key, invalid key, or existing key without
@@ -166,19 +169,13 @@ class DotTree(Generic[L]):
             else:
                 self._map[head] = value
             return
-        # Nested: validate the head (an existing nested tree is not a clash),
-        # work on a copy so a failing insert leaves this tree untouched.
+        # Nested: as popxl_addons, the head is validated like a leaf key, so an
+        # existing head (nested tree or leaf) is a clash unless ``overwrite``,
+        # in which case a nested tree is extended and a leaf replaced. Work on
+        # a copy so a failing insert leaves this tree untouched.
+        self._validate_key(head, overwrite)
         existing = self._map.get(head)
-        if not (_is_numeric(head) or head.isidentifier()):
-            raise ValueError(f"{head!r} is not a valid key: keys must be Python identifiers or "
-                             "non-negative integers")
-        if isinstance(existing, type(self)):
-            nested = existing.copy()
-        elif existing is None or overwrite:
-            nested = type(self)()
-        else:
-            raise ValueError(f"{head!r} already exists in {type(self).__name__} as a leaf "
-                             "(pass overwrite=True to replace it)")
+        nested = existing.copy() if isinstance(existing, type(self)) else type(self)()
         nested.insert(".".join(rest), value, overwrite)
         self._map[head] = nested
 
@@ -224,7 +221,7 @@ class DotTree(Generic[L]):
             raise ValueError(f"filter_keys: duplicate keys {dups}")
         tree = type(self)()
         for k in keys:
-            tree.insert(k, self.get(k))
+            tree.insert(k, self.get(k), overwrite=True)
         return tree
 
     def _clear(self) -> None:
@@ -276,7 +273,15 @@ class DotTree(Generic[L]):
         """Build a tree from a flat dict; dotted keys become nesting."""
         tree = cls()
         for k, v in d.items():
-            tree.insert(k, v)
+            node, *path = [tree] + str(k).split(".")
+            *heads, leaf = path
+            for h in heads:  # descend, creating nested trees (merging is not a clash here)
+                if h not in node._map:
+                    node.insert(h, cls())
+                node = node._map[h]
+                if not isinstance(node, DotTree):
+                    raise ValueError(f"{k!r}: {h!r} is a leaf, not a nested tree")
+            node.insert(leaf, v)
         return tree
 
     def unpack(self) -> Tuple[Tuple[str, ...], Tuple[L, ...]]:

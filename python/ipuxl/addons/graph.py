@@ -132,29 +132,42 @@ class GraphWithNamedArgs:
                  grads_required: Optional[Iterable[Tensor]] = None,
                  called_graphs_grad_info: Optional[Mapping] = None, method: str = "auto",
                  force: bool = False) -> "GraphWithNamedArgs":
-        """Differentiate this graph with :func:`ipuxl.addons.autodiff`.
+        """Differentiate this graph.
 
-        ``method`` "build_grad" (hand-written gradient Modules) is not
-        supported by ipuxl; "auto" and "autodiff" use the autodiff transform.
+        ``method`` "build_grad" builds the gradient graph with the
+        ``build_grad`` of the Module that created this graph
+        (``Module.create_grad_graph``); "autodiff" uses the autodiff
+        transform (:func:`ipuxl.addons.autodiff`); "auto" (the default) does
+        the first when that Module implements ``build_grad`` and the second
+        otherwise.
 
         Raises:
             ValueError: unknown ``method``.
             RuntimeError: autodiff was already applied (autodiff adds outputs
                 to the forward graph, so a second application differs) and
-                ``force`` is False.
+                ``force`` is False; or "build_grad" without a ``from_module``
+                implementing ``build_grad``.
         """
         from .transforms.autodiff import autodiff
 
         if method not in ("auto", "build_grad", "autodiff"):
             raise ValueError(f"`method` must be 'auto', 'build_grad' or 'autodiff', not {method!r}")
-        if method == "build_grad":
-            raise NotImplementedError("GraphWithNamedArgs.autodiff(method='build_grad') (Module."
-                                      "build_grad) is not supported by ipuxl")
         if self.autodiff_applied and not force:
             raise RuntimeError(
                 "Autodiff has already been applied to the graph; autodiff modifies the forward "
                 "graph in place, so applying it again does not give the same result. Use "
                 "`force=True` to ignore this guardrail.")
+        module = self._from_module
+        if method in ("auto", "build_grad"):
+            if module is not None and module.implements_grad_graph:
+                grad = module.create_grad_graph(self, grads_provided, grads_required)
+                self.autodiff_applied = True
+                return grad
+            if method == "build_grad":
+                raise RuntimeError(
+                    "autodiff(method='build_grad') needs the graph to come from a Module that "
+                    "implements `build_grad`: it works only when that method is overridden and "
+                    "`from_module` is specified when this GraphWithNamedArgs is created")
         merged = {**_normalise_grad_info_map(called_graphs_grad_info), **self.called_graphs_grad_info}
         grad = autodiff(self, grads_provided, grads_required, called_graphs_grad_info=merged)
         self.autodiff_applied = True

@@ -95,8 +95,9 @@ class _Aux:
 
         module = _current(_BUILD_GRAD_CONTEXT)
         if module is None or module.aux is not self:
-            raise RuntimeError("aux items can only be read inside `build_grad`, which runs through "
-                               "`create_grad_graph` or `autodiff`")
+            raise RuntimeError("aux: you can only get items within the `build_graph` method "
+                               "(`build_grad`), which runs through `create_grad_graph` or "
+                               "`autodiff`")
         value = self._dict[key]
         if not isinstance(value, Tensor):
             return value
@@ -131,8 +132,9 @@ class _VarGrads:
     def _check(self):
         module = _current(_BUILD_GRAD_CONTEXT)
         if module is None or module.var_grad is not self or self._vars is None:
-            raise RuntimeError("var_grad can only be used inside `build_grad`, which runs through "
-                               "`create_grad_graph` or `autodiff`")
+            raise RuntimeError("var_grad can only be used within the `build_graph` method "
+                               "(`build_grad`), which runs through `create_grad_graph` or "
+                               "`autodiff`")
 
     def __getitem__(self, key):
         self._check()
@@ -141,14 +143,15 @@ class _VarGrads:
     def __setitem__(self, key, tensor):
         self._check()
         if not isinstance(tensor, Tensor):
-            raise TypeError(f"var_grad[{key!r}] must be a Tensor, got {type(tensor).__name__}")
+            raise TypeError(f"var_grad[{key!r}]: Not a tensor: {tensor!r}")
         if key not in self._vars:
-            raise KeyError(f"var_grad: {key!r} is not a variable of the forward graph. Variables: "
+            raise KeyError(f"var_grad: Not a variable: {key!r}. Variables of the forward graph: "
                            f"{list(self._vars)}")
         var = self._vars[key]
         if var.shape != tensor.shape or var.meta_shape != tensor.meta_shape:
-            raise ValueError(f"var_grad[{key!r}]: shape {tensor.shape} (meta {tensor.meta_shape}) "
-                             f"does not match the variable's {var.shape} (meta {var.meta_shape})")
+            raise ValueError(f"var_grad[{key!r}]: Shape or meta-shape of Tensor does not match "
+                             f"variable. Tensor: {tensor.shape} (meta-shape {tensor.meta_shape}), "
+                             f"variable: {var.shape} (meta-shape {var.meta_shape})")
         self._dict[key] = tensor
 
     def __contains__(self, key) -> bool:
@@ -213,8 +216,8 @@ class Module(_PopxlModule, metaclass=NameScopeMeta):
         d["var_grad"] = _VarGrads()
         d["called_graphs_grad_info"] = _CalledGraphsGradInfoRefs()
         if grad_inlining_error not in ("error", "warning", "none"):
-            raise ValueError("grad_inlining_error must be 'error', 'warning' or 'none', not "
-                             f"{grad_inlining_error!r}")
+            raise ValueError("grad_inlining_error should be one of 'error', 'warning', 'none', "
+                             f"not {grad_inlining_error!r}")
         d["grad_inlining_error"] = grad_inlining_error
         if cache and self.implements_grad_graph:
             raise ValueError("You cannot use graph caching if you have implemented `build_grad`.")
@@ -307,11 +310,12 @@ class Module(_PopxlModule, metaclass=NameScopeMeta):
         for pname, p in inspect.signature(self.build_grad).parameters.items():
             if p.kind not in (inspect.Parameter.POSITIONAL_ONLY,
                               inspect.Parameter.POSITIONAL_OR_KEYWORD):
-                raise TypeError("`build_grad` must take a fixed number of positional parameters; "
-                                f"{pname!r} is not one")
+                raise TypeError("The `build_grad` method signature must only have a fixed number of "
+                                "positional parameters as inputs. Not a positional parameter: "
+                                f"{pname!r}")
         fg = fwd_graph.graph
-        provided = self._check_subset(grads_provided, fg.outputs, "grads_provided", "an output")
-        required = self._check_subset(grads_required, fg.inputs, "grads_required", "an input")
+        provided = self._check_subset(grads_provided, fg.outputs, "grads_provided", "output")
+        required = self._check_subset(grads_required, fg.inputs, "grads_required", "input")
         name_to_var = fwd_graph.args.to_dict()
         var_to_name = {t: k for k, t in name_to_var.items()}
         req_vars = OrderedDict((var_to_name[t], t) for t in required if t in var_to_name)
@@ -324,16 +328,24 @@ class Module(_PopxlModule, metaclass=NameScopeMeta):
             grad_graph = ir.create_graph(self.build_grad, *provided)
         missing = [k for k in req_vars if k not in self.var_grad._dict]
         if missing:
-            raise RuntimeError(f"build_grad did not set var_grad for {missing}; pass grads_required "
-                               "to request fewer gradients")
+            raise RuntimeError(f"Not all variable gradients have been specified in self.var_grad: "
+                               f"{missing} are missing (pass grads_required to request fewer "
+                               "gradients)")
         outs = list(grad_graph.outputs)
-        if len(outs) != len(req_other):
-            raise RuntimeError(f"build_grad returned {len(outs)} gradients but {len(req_other)} "
-                               "non-variable inputs need one")
+        if len(outs) > len(req_other):
+            raise RuntimeError(f"Too many outputs in the grad graph: build_grad returned {len(outs)} "
+                               f"gradients, `grads_required` has {len(req_other)} non-variable "
+                               "inputs (pass grads_required to request fewer gradients)")
+        if len(outs) < len(req_other):
+            raise RuntimeError("Not all forward graph inputs have been specified as outputs in the "
+                               f"grad graph: build_grad returned {len(outs)} gradients, "
+                               f"`grads_required` has {len(req_other)} non-variable inputs")
         for i, (o, t) in enumerate(zip(outs, req_other)):
             if o.shape != t.shape or o.meta_shape != t.meta_shape:
-                raise ValueError(f"build_grad output {i} has shape {o.shape}, the forward input "
-                                 f"needs {t.shape}")
+                raise ValueError(f"Shape or meta-shape of output Tensor at position {i} does not "
+                                 f"match the `grads_required` tensor at position {i}: {o.shape} "
+                                 f"(meta-shape {o.meta_shape}) against {t.shape} (meta-shape "
+                                 f"{t.meta_shape})")
         with grad_graph:
             for k in req_vars:
                 graph_output(self.var_grad._dict[k])
@@ -356,7 +368,9 @@ class Module(_PopxlModule, metaclass=NameScopeMeta):
         ts = list(ts)
         for t in ts:
             if not isinstance(t, Tensor) or t not in allowed:
-                raise ValueError(f"A tensor in `{what}` is not {role} of the forward graph: {t}")
+                # (popxl_addons' wording, which programs match on)
+                raise ValueError(f"A Tensor specified in `{what}` is not a {role} of `fwd_graph` "
+                                 f"or not a Tensor: {t}")
         dups = duplicate_items(ts)
         if dups:
             raise ValueError(f"Tensors listed more than once in `{what}`: {dups}")

@@ -48,7 +48,7 @@ class NamedTensors(DotTree[Tensor]):
         for key, t in self.to_dict().items():
             if t not in mapping:
                 raise KeyError(f"remap: no entry for {key!r} ({t}) in the mapping")
-            out.insert(key, mapping[t])
+            out.insert(key, mapping[t], overwrite=True)  # keys share prefixes
         return out
 
 

@@ -46,10 +46,13 @@ class ConditionalSiteInfo:
             raise IndexError(f"parent input index {idx} is not a branch input")
         return idx - 1 if idx <= self._n_then else idx - 1 - self._n_then
 
-    def graph_to_parent_output_index(self, idx: int) -> int:
+    def graph_to_parent_output_index(self, idx: int, then_branch: bool = True) -> int:
+        """Both branches' outputs map to the op's outputs in order, so
+        ``then_branch`` (PopXL's parameter) selects nothing different."""
         return idx
 
-    def parent_to_graph_output_index(self, idx: int) -> int:
+    def parent_to_graph_output_index(self, idx: int, then_branch: bool = True) -> int:
+        """See ``graph_to_parent_output_index``."""
         return idx
 
     def parent_input(self, idx: int) -> Tensor:
