@@ -16,6 +16,8 @@ from typing import Dict
 
 import numpy as np
 
+from ..opdef import get_opdef
+
 from ..graph import Graph
 from ..utils import table_to_string
 
@@ -68,10 +70,11 @@ def _evaluate(graph: Graph, seen: Dict[Graph, dict]) -> dict:
     out = defaultdict(dict)
     tot = 0
     for op in graph.ops:
-        if op.type in ("Call", "Repeat") and op.called_graphs:
+        kind = get_opdef(op.type).kind
+        if kind in ("call", "repeat") and op.called_graphs:
             called = op.called_graphs[0]
             sub = _evaluate(called, seen)
-            if op.type == "Repeat":
+            if kind == "repeat":
                 sub = _scale(sub, int(op.attrs.get("repeat_count", 1)))
             tot += sub["TOT"]
             key = f"{op.type}_{op.id}({re.sub(r'_subgraph[(][0-9]+[)]', '', called.name)})"
