@@ -117,7 +117,7 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   for (const auto& o : r.ops)
     if (o.op >= 0) idx.push_back(o.op);
   py::list name, type, kind, cls, graph, vertex, plan;
-  std::vector<int64_t> ipu, tiles, cycles, comp, exch, temp, state, xcode;
+  std::vector<int64_t> ipu, tiles, cycles, comp, exch, temp, state, xcode, ccode;
   std::vector<double> execs, flops;
   static const char* kinds[] = {"kernel", "call", "repeat", "if", "host_load", "host_store"};
   for (int i : idx) {
@@ -138,6 +138,7 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
     temp.push_back(o.temp_bytes);
     state.push_back(o.state_bytes);
     xcode.push_back(o.exchange_code_bytes);
+    ccode.push_back(o.control_code_bytes);
     execs.push_back(o.executions);
     flops.push_back(o.flops);
   }
@@ -160,6 +161,7 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   ops["temp_bytes"] = to_array(temp);
   ops["state_bytes"] = to_array(state);
   ops["exchange_code_bytes"] = to_array(xcode);
+  ops["control_code_bytes"] = to_array(ccode);
   out["ops"] = ops;
   py::list graphs;
   for (const auto& g : r.graphs) {

@@ -98,6 +98,7 @@ class Model {
     auto written = written_roots(d_, al_, order_);
     low_ = lower_program(d_, main_, order_, al_, written);
     setup_target();
+    collect_binds();
     map_and_cost();
     code_instances();
     code_walk();
@@ -107,6 +108,40 @@ class Model {
   }
 
  private:
+  // ------------------------------------------------------------ elided copies
+  // The lowering binds a call site's tensors in place of the callee's
+  // parameters (a host simulator rebinds pointers per call). On the IPU a
+  // Function works on fixed tensors, so PopART's AliasZeroCopy can only
+  // alias a parameter with a caller tensor that is the same at every call
+  // site; elsewhere the copy is made (§1.3 CallOpx: CopyInput/CopyOutput
+  // unless aliased).
+  void collect_binds_in(const Node& n) {
+    if (n.kind == NodeKind::Bind)
+      for (const auto& it : n.bind)
+        if (it.to >= 0 && !it.group.empty())
+          bind_src_[al_.root[it.group[0]]].insert(al_.root[it.to]);
+    for (const auto& ch : n.body) collect_binds_in(ch);
+  }
+  void collect_binds() {
+    for (const auto& f : low_.functions) collect_binds_in(f.body);
+    for (const auto& p : low_.programs) collect_binds_in(p);
+    for (const auto& g : d_.graphs)
+      for (int t : g.outputs) out_roots_.insert(al_.root[t]);
+  }
+  // The copies a Bind node stands for on the IPU: (src, dst) pairs.
+  std::vector<std::pair<int, int>> bound_copies(const Node& n) const {
+    std::vector<std::pair<int, int>> out;
+    for (const auto& it : n.bind) {
+      if (it.to < 0 || it.group.empty()) continue;
+      const int r = al_.root[it.group[0]];
+      auto f = bind_src_.find(r);
+      if (f == bind_src_.end() || f->second.size() <= 1) continue;  // aliased: no copy
+      if (out_roots_.count(r)) out.push_back({r, it.to});
+      else out.push_back({it.to, r});
+    }
+    return out;
+  }
+
   // ------------------------------------------------------------------ target
   void setup_target() {
     Target t = make_target(o_.version);
@@ -1020,7 +1055,9 @@ class Model {
       case NodeKind::Copy:
         copy_code(a, n.src, n.dst, site_ipu);
         return;
-      case NodeKind::Bind: return;
+      case NodeKind::Bind:
+        for (auto& [src, dst] : bound_copies(n)) copy_code(a, src, dst, site_ipu);
+        return;
       case NodeKind::Call:
         control_add(a, site_ipu, t_.cc_call);
         return;
@@ -1137,6 +1174,9 @@ class Model {
           for (auto& [s, d] : ch.carry_staged) c += 2 * copy_cycles(s, d);
           break;
         case NodeKind::Sequence: c += seq_cycles(ch, callees); break;
+        case NodeKind::Bind:
+          for (auto& [s, d] : bound_copies(ch)) c += copy_cycles(s, d);
+          break;
         default: break;
       }
     }
@@ -1178,7 +1218,22 @@ class Model {
         out.push_back(std::move(s));
         return;
       }
-      case NodeKind::Bind: return;
+      case NodeKind::Bind: {
+        auto copies = bound_copies(n);
+        if (copies.empty()) return;
+        StepRec s;
+        s.kind = "Copy";
+        s.op = site_op;
+        for (auto& [a, b] : copies) {
+          s.touched.push_back(a), s.touched.push_back(b);
+          s.cycles += copy_cycles(a, b);
+        }
+        s.copy_src = copies[0].first;
+        s.copy_dst = copies[0].second;
+        s.own = s.cycles;
+        out.push_back(std::move(s));
+        return;
+      }
       case NodeKind::Call: {
         StepRec s;
         s.kind = "Call";
@@ -1458,6 +1513,7 @@ class Model {
       o.temp_bytes = c.temp * c.tiles.count;
       o.state_bytes = (c.state + c.copy_desc) * c.tiles.count;
       o.exchange_code_bytes = (c.xcode + c.hxcode + c.gxcode) * c.tiles.count;
+      o.control_code_bytes = (int64_t)c.programs * (t_.cc_program + t_.cc_sync) * t_.tiles_per_ipu;
       o.plan = c.plan;
       if (!c.vtypes.empty()) o.vertex = vtype_names_[c.vtypes[0]];
     }
@@ -1511,6 +1567,8 @@ class Model {
   std::vector<double> main_peak_;
   std::vector<int64_t> gcycles_;
   std::unordered_map<int, int64_t> opcyc_;
+  std::unordered_map<int, std::set<int>> bind_src_;  // callee root -> caller roots bound to it
+  std::set<int> out_roots_;
 };
 
 }  // namespace

@@ -84,6 +84,7 @@ struct OpReport {
   int64_t temp_bytes = 0;      // temporaries while it runs (all tiles)
   int64_t state_bytes = 0;     // vertex state + copy descriptors (all tiles, one code instance)
   int64_t exchange_code_bytes = 0;
+  int64_t control_code_bytes = 0;  // its leaf programs' control code (all tiles of its IPU)
   std::string plan;            // matmul: the partition chosen
 };
 
