@@ -36,11 +36,13 @@ ALWAYS_LIVE = CODE + ("vertexInstanceState", "copyDescriptor", "stack", "variabl
 def code_loads(prog) -> list:
     """``(op index, graph index)`` of every ``remote_code_load`` in a lowered
     Program, in ``to_desc``'s numbering."""
+    from ..lowering.program import _cost_class
+
     gindex = {g: i for i, g in enumerate(prog.graphs)}
     out, k = [], 0
     for g in prog.graphs:
         for e in prog.entries[g]:
-            if e.type == "RemoteCodeLoad":
+            if _cost_class(e.type) == "code_load":
                 target = e.op.attrs.get("_graph")
                 if target in gindex:
                     out.append((k, gindex[target]))
