@@ -138,3 +138,33 @@ def test_cli_compare(tmp_path):
 def test_cli_without_a_script():
     r = _cli([], ".")
     assert r.returncode == 2 and "give a script" in r.stderr
+
+
+def test_the_faithful_program_is_modelled_not_the_host_one():
+    # The host passes fuse the bias add and GELU into the GEMM; the model
+    # sees the program PopXL would build: three ops.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((16, 128), popxl.float32, name="x")
+        w = popxl.variable(np.ones((128, 64), np.float32), name="w")
+        b = popxl.variable(np.ones((64,), np.float32), name="b")
+        y = ops.gelu(ops.host_load(xs) @ w + b)
+        ys = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(ys, y)
+    s = popxl.Session(ir, "ipu_model")
+    assert any(s._prog.host_passes.values())
+    classes = dict(zip(s.profile().ops["name"], s.profile().ops["cost_class"]))
+    assert classes["matmul"] == "matmul" and classes["add"] == "elementwise"
+    assert classes["gelu"] == "elementwise"
+
+
+def test_ops_of_called_graphs_are_labelled_with_their_graph():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((8, 64), popxl.float32, name="x")
+        g = ir.create_graph(lambda a: ops.relu(a), popxl.TensorSpec((8, 64), popxl.float32))
+        (y,) = ops.call(g, ops.host_load(xs))
+        ys = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(ys, y)
+    rows = {r["label"]: r for r in prof.profile_ir(ir).op_table()}
+    assert f"{g.name}/relu" in rows and rows[f"{g.name}/relu"]["executions"] == 1

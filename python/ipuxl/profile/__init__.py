@@ -10,7 +10,6 @@ analytical IPU model (``cpp/model``, described in docs/ipu_model.md).
   makes every Session write ``DIR/profile.json`` (and ``profile.html`` when
   matplotlib is installed), as Poplar writes ``profile.pop``.
 """
-import json
 import os
 import sys
 from typing import Optional, Union
@@ -73,6 +72,8 @@ def autoreport_directory() -> Optional[str]:
     text = os.environ.get("POPLAR_ENGINE_OPTIONS", "").strip()
     if not text:
         return None
+    import json
+
     try:
         opts = json.loads(text)
     except ValueError as e:

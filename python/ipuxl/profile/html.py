@@ -48,28 +48,29 @@ def figures(p) -> List[tuple]:
     n = p.num_tiles
     # 1. memory per tile, stacked by category, with the tile's memory.
     fig, ax = plt.subplots(figsize=(9, 3.4))
-    x = np.arange(n)
-    bottom = np.zeros(n)
-    # Many tiles: aggregate into at most 736 bins (the max of each bin).
+    # Many tiles: one bar per bin of `step` tiles, each category at the
+    # bin's largest value (KiB).
     step = max(1, int(np.ceil(n / 736)))
-    xs = x[::step]
+    starts = np.arange(0, n, step)
+    bottom = np.zeros(starts.size)
     for c in p.categories:
         v = p.per_tile[c]
         if not v.any():
             continue
-        vb = np.maximum.reduceat(v, np.arange(0, n, step)) if step > 1 else v
-        ax.bar(xs, vb / 1024, width=step, bottom=bottom[::step] if step > 1 else bottom,
-               color=_COLORS.get(c), label=c, linewidth=0)
-        if step > 1:
-            bottom[::step] += vb
-        else:
-            bottom += v
-    if p.memory_per_tile:
-        ax.axhline(p.memory_per_tile / 1024, color="black", linestyle="--", linewidth=1,
-                   label="tile memory")
+        vb = np.maximum.reduceat(v, starts) / 1024
+        ax.bar(starts, vb, width=step, align="edge", bottom=bottom, color=_COLORS.get(c),
+               label=c, linewidth=0)
+        bottom += vb
+    title = "Memory per tile"
+    limit = p.memory_per_tile / 1024
+    top = float(bottom.max()) if bottom.size else 0.0
+    if limit and top >= 0.2 * limit:  # the limit line, when it is on the same scale
+        ax.axhline(limit, color="black", linestyle="--", linewidth=1, label="tile memory")
+    elif limit:
+        title += f" (tile memory {limit:,.0f} KiB, off scale)"
     ax.set_xlabel("tile")
     ax.set_ylabel("KiB")
-    ax.set_title("Memory per tile")
+    ax.set_title(title)
     ax.legend(fontsize=7, ncol=4, loc="upper right")
     out.append(("tiles", "Memory per tile", _png(fig)))
     # 2. memory by category.
@@ -106,7 +107,7 @@ def figures(p) -> List[tuple]:
     # 5. cycles by op.
     fig, ax = plt.subplots(figsize=(6, 3.6))
     rows = [r for r in p.op_table(n=15) if r["total_cycles"] > 0]
-    ax.barh([r["name"][:30] for r in rows], [r["total_cycles"] for r in rows], color="#2ca02c")
+    ax.barh([r["label"][-34:] for r in rows], [r["total_cycles"] for r in rows], color="#2ca02c")
     ax.set_xlabel("cycles (x executions)")
     ax.set_title("Cycles by op")
     ax.invert_yaxis()

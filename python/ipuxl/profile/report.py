@@ -19,7 +19,6 @@ compiled program, from ipuxl's analytical model (``cpp/model``):
   not-always-live bytes (liveness over program steps);
 * ``cycles`` / ``seconds``: one run of the main program.
 """
-import json
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -176,6 +175,8 @@ class Profile:
         for i in range(len(o["name"])):
             r = {k: (v[i].item() if isinstance(v, np.ndarray) else v[i]) for k, v in o.items()}
             r["total_cycles"] = r["cycles"] * r["executions"]
+            # Ops of called graphs are named within their graph.
+            r["label"] = r["name"] if not r["graph"] else f"{r['graph']}/{r['name']}"
             rows.append(r)
         rows.sort(key=lambda r: (-r.get(sort, 0), r["name"]))
         return rows[:n] if n else rows
@@ -224,6 +225,8 @@ class Profile:
         return d
 
     def save(self, path: str) -> None:
+        import json
+
         with open(path, "w") as f:
             json.dump(self.to_dict(), f)
 
@@ -269,7 +272,7 @@ class Profile:
         if rows:
             lines.append(f"{'op':<32}{'class':<12}{'cycles x runs':>16}")
             for r in rows:
-                lines.append(f"{r['name'][:31]:<32}{r['cost_class'][:11]:<12}"
+                lines.append(f"{r['label'][-31:]:<32}{r['cost_class'][:11]:<12}"
                              f"{int(r['total_cycles']):>16,}")
         for wmsg in self.warnings:
             lines.append(f"warning: {wmsg}")
@@ -284,6 +287,8 @@ class Profile:
 
 def load(path: str) -> Profile:
     """A profile written by :meth:`Profile.save` (``profile.json``)."""
+    import json
+
     with open(path) as f:
         d = json.load(f)
     if d.get("format") != "ipuxl-profile-1":
