@@ -176,7 +176,8 @@ class Profile:
             r = {k: (v[i].item() if isinstance(v, np.ndarray) else v[i]) for k, v in o.items()}
             r["total_cycles"] = r["cycles"] * r["executions"]
             # Ops of called graphs are named within their graph.
-            r["label"] = r["name"] if not r["graph"] else f"{r['graph']}/{r['name']}"
+            main = r["graph"] in ("", "main")  # to_desc names the main graph "main"
+            r["label"] = r["name"] if main else f"{r['graph']}/{r['name']}"
             rows.append(r)
         rows.sort(key=lambda r: (-r.get(sort, 0), r["name"]))
         return rows[:n] if n else rows
