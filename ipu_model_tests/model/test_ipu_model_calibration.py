@@ -98,3 +98,11 @@ def test_deterministic():
     a = profile_ir(dense_ir(), "ipu2").to_dict()
     b = profile_ir(dense_ir(), "ipu2").to_dict()
     assert a == b
+
+
+if __name__ == "__main__":  # python ipu_model_tests/model/test_ipu_model_calibration.py
+    got = modelled(profile_ir(dense_ir(), "ipu2"))
+    want = dict(RECORDED, totalMemory=TOTAL_MEMORY, cycleEst=CYCLES)
+    print(f"{'category':<22}{'model':>14}{'recorded':>14}{'ratio':>8}")
+    for k, v in want.items():
+        print(f"{k:<22}{got[k]:>14,.0f}{v:>14,.0f}{got[k] / v:>8.2f}")
