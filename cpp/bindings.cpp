@@ -7,6 +7,7 @@
 #include "exec/engine.hpp"
 #include "core/gemm.hpp"
 #include "core/parallel.hpp"
+#include "model/model.hpp"
 
 namespace py = pybind11;
 using namespace ipuxl;
@@ -55,6 +56,190 @@ py::buffer_info checked_buffer(const py::array& a, size_t min_bytes, bool writab
   return info;
 }
 
+
+// ---- the IPU model (cpp/model): options from a dict, the report as a dict
+model::Options model_options(const py::dict& d) {
+  model::Options o;
+  for (auto kv : d) {
+    const auto k = kv.first.cast<std::string>();
+    const py::handle v = kv.second;
+    if (v.is_none()) continue;
+    if (k == "version") o.version = v.cast<std::string>();
+    else if (k == "tiles_per_ipu") o.tiles_per_ipu = v.cast<int>();
+    else if (k == "num_ipus") o.num_ipus = v.cast<int>();
+    else if (k == "num_io_tiles") o.num_io_tiles = v.cast<int>();
+    else if (k == "memory_per_tile") o.bytes_per_tile = v.cast<int64_t>();
+    else if (k == "clock_hz") o.clock_hz = v.cast<double>();
+    else if (k == "host_bandwidth") o.host_bytes_per_second = v.cast<double>();
+    else if (k == "streaming_bandwidth") o.streaming_bytes_per_second = v.cast<double>();
+    else if (k == "available_memory_proportion") o.available_memory_proportion = v.cast<double>();
+    else if (k == "code_loads") o.code_loads = v.cast<std::vector<std::pair<int, int>>>();
+    else throw Error("ipu_model: unknown option '" + k + "'");
+  }
+  return o;
+}
+
+template <class T>
+py::array_t<T> to_array(const std::vector<T>& v) {
+  py::array_t<T> a((py::ssize_t)v.size());
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+py::dict model_report(const ProgramDesc& d, const model::Report& r) {
+  py::dict out;
+  const auto& t = r.target;
+  py::dict target;
+  target["version"] = t.name;
+  target["tiles_per_ipu"] = t.tiles_per_ipu;
+  target["num_ipus"] = t.num_ipus;
+  target["num_io_tiles"] = t.num_io_tiles;
+  target["memory_per_tile"] = t.bytes_per_tile;
+  target["code_region_bytes"] = t.code_region_bytes;
+  target["clock_hz"] = t.clock_hz;
+  target["host_bandwidth"] = t.host_bytes_per_second;
+  target["streaming_bandwidth"] = t.streaming_bytes_per_second;
+  target["exchange_bytes_per_cycle"] = t.exchange_bytes_per_cycle;
+  target["workers"] = t.workers;
+  target["available_memory_proportion"] = t.available_memory_proportion;
+  out["target"] = target;
+  py::dict per_tile;
+  py::list cats;
+  for (int c = 0; c < model::kNumCategories; ++c) {
+    cats.append(model::category_name(c));
+    per_tile[model::category_name(c)] = to_array(r.per_tile[c]);
+  }
+  out["categories"] = cats;
+  out["per_tile"] = per_tile;
+  out["loaded_code"] = to_array(r.loaded_code);
+  // Ops, column by column (only those the model reached).
+  std::vector<int> idx;
+  for (const auto& o : r.ops)
+    if (o.op >= 0) idx.push_back(o.op);
+  py::list name, type, kind, cls, graph, vertex, plan;
+  std::vector<int64_t> ipu, tiles, cycles, comp, exch, temp, state, xcode, ccode;
+  std::vector<double> execs, flops;
+  static const char* kinds[] = {"kernel", "call", "repeat", "if", "host_load", "host_store"};
+  for (int i : idx) {
+    const auto& op = d.ops[i];
+    const auto& o = r.ops[i];
+    name.append(op.name);
+    type.append(op.type);
+    kind.append(kinds[(int)op.kind]);
+    cls.append(op.cost_class);
+    graph.append(d.graphs[op.graph].name);
+    vertex.append(o.vertex);
+    plan.append(o.plan);
+    ipu.push_back(o.ipu);
+    tiles.push_back(o.tiles);
+    cycles.push_back(o.cycles);
+    comp.push_back(o.compute_cycles);
+    exch.push_back(o.exchange_cycles);
+    temp.push_back(o.temp_bytes);
+    state.push_back(o.state_bytes);
+    xcode.push_back(o.exchange_code_bytes);
+    ccode.push_back(o.control_code_bytes);
+    execs.push_back(o.executions);
+    flops.push_back(o.flops);
+  }
+  py::dict ops;
+  ops["index"] = to_array(std::vector<int64_t>(idx.begin(), idx.end()));
+  ops["name"] = name;
+  ops["type"] = type;
+  ops["kind"] = kind;
+  ops["cost_class"] = cls;
+  ops["graph"] = graph;
+  ops["vertex"] = vertex;
+  ops["plan"] = plan;
+  ops["ipu"] = to_array(ipu);
+  ops["tiles"] = to_array(tiles);
+  ops["cycles"] = to_array(cycles);
+  ops["compute_cycles"] = to_array(comp);
+  ops["exchange_cycles"] = to_array(exch);
+  ops["executions"] = to_array(execs);
+  ops["flops"] = to_array(flops);
+  ops["temp_bytes"] = to_array(temp);
+  ops["state_bytes"] = to_array(state);
+  ops["exchange_code_bytes"] = to_array(xcode);
+  ops["control_code_bytes"] = to_array(ccode);
+  out["ops"] = ops;
+  py::list graphs;
+  for (const auto& g : r.graphs) {
+    py::dict e;
+    e["name"] = d.graphs[g.graph].name;
+    e["main"] = g.graph == r.main_graph;
+    e["function"] = g.function;
+    e["code_instances"] = g.code_instances;
+    e["call_sites"] = g.call_sites;
+    e["if_sites"] = g.if_sites;
+    e["code_loaded"] = g.code_loaded;
+    e["executions"] = g.executions;
+    e["cycles"] = g.cycles;
+    e["code_bytes"] = g.code_bytes;
+    e["ops"] = g.ops;
+    graphs.append(e);
+  }
+  out["graphs"] = graphs;
+  py::list skind, slabel;
+  std::vector<int64_t> sop, scyc, slive, smax;
+  for (const auto& s : r.steps) {
+    skind.append(s.kind);
+    slabel.append(s.label);
+    sop.push_back(s.op);
+    scyc.push_back(s.cycles);
+    slive.push_back(s.live_bytes);
+    smax.push_back(s.max_tile_live);
+  }
+  py::dict steps;
+  steps["kind"] = skind;
+  steps["label"] = slabel;
+  steps["op"] = to_array(sop);
+  steps["cycles"] = to_array(scyc);
+  steps["live_bytes"] = to_array(slive);
+  steps["max_tile_live"] = to_array(smax);
+  out["steps"] = steps;
+  py::list tname, tgraph;
+  std::vector<int64_t> tbytes, tipu, tfirst, ttiles, tper;
+  std::vector<uint8_t> tal;
+  for (const auto& tr : r.tensors) {
+    if (tr.tiles <= 0) continue;
+    const auto& te = d.tensors[tr.tensor];
+    tname.append(te.name);
+    tgraph.append(d.graphs[te.graph].name);
+    tbytes.push_back((int64_t)te.nbytes());
+    tipu.push_back(tr.ipu);
+    tfirst.push_back(tr.first_tile);
+    ttiles.push_back(tr.tiles);
+    tper.push_back(tr.bytes_per_tile);
+    tal.push_back(tr.always_live ? 1 : 0);
+  }
+  py::dict tensors;
+  tensors["name"] = tname;
+  tensors["graph"] = tgraph;
+  tensors["bytes"] = to_array(tbytes);
+  tensors["ipu"] = to_array(tipu);
+  tensors["first_tile"] = to_array(tfirst);
+  tensors["tiles"] = to_array(ttiles);
+  tensors["bytes_per_tile"] = to_array(tper);
+  tensors["always_live"] = to_array(tal);
+  out["tensors"] = tensors;
+  py::dict vt;
+  for (const auto& [n, b] : r.vertex_types) {
+    py::dict e;
+    e["code_bytes"] = b;
+    e["tiles"] = r.vertex_type_tiles.at(n);
+    vt[py::str(n)] = e;
+  }
+  out["vertex_types"] = vt;
+  out["total_cycles"] = r.total_cycles;
+  out["weights_from_host_cycles"] = r.weights_from_host_cycles;
+  out["weights_to_host_cycles"] = r.weights_to_host_cycles;
+  py::list warns;
+  for (const auto& w : r.warnings) warns.append(w);
+  out["warnings"] = warns;
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -101,7 +286,8 @@ PYBIND11_MODULE(_core, m) {
              std::vector<int> graphs, std::vector<std::pair<int, int>> aliases,
              const std::string& kernel, int kind, std::vector<int> modified,
              bool side_effects, int ipu, int tile_set, int context, int stream,
-             int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip) {
+             int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip,
+             const std::string& cost_class) {
             if (kind < 0 || kind > 5) throw Error("op '" + name + "': invalid op kind");
             if (tile_set < 0 || tile_set > 1) throw Error("op '" + name + "': invalid tile set");
             if (context < 0 || context > 5) throw Error("op '" + name + "': invalid context");
@@ -127,6 +313,7 @@ PYBIND11_MODULE(_core, m) {
             r.trip_count = trip_count;
             r.branch_inputs = std::move(branch_inputs);
             r.skip = skip;
+            r.cost_class = cost_class;
             return d.add_op(std::move(r));
           },
           py::arg("graph"), py::arg("type"), py::arg("name"), py::arg("inputs"),
@@ -135,6 +322,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("side_effects") = false, py::arg("ipu") = 0, py::arg("tile_set") = 0,
           py::arg("context") = 0, py::arg("stream") = -1, py::arg("trip_count") = 0,
           py::arg("branch_inputs") = std::vector<std::vector<int>>{}, py::arg("skip") = false,
+          py::arg("cost_class") = "",
           "Adds an op record. kind: 0 kernel, 1 call, 2 repeat, 3 if, 4 host_load, 5 "
           "host_store; kernel defaults to the type.")
       .def(
@@ -284,4 +472,19 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("ta"), py::arg("tb"), py::arg("alpha"), py::arg("A"), py::arg("B"),
       py::arg("beta"), py::arg("C"), py::arg("impl") = 0, py::arg("repeat") = 1);
+
+  m.def(
+      "ipu_model",
+      [](std::shared_ptr<ProgramDesc> d, int main_graph, const py::dict& options) {
+        model::Options o = model_options(options);
+        model::Report r;
+        {
+          py::gil_scoped_release release;
+          r = model::analyse(*d, main_graph, o);
+        }
+        return model_report(*d, r);
+      },
+      py::arg("desc"), py::arg("main_graph"), py::arg("options") = py::dict(),
+      "The analytical IPU model of a (faithful) program: tile mapping, memory per tile by "
+      "PopVision category, code size, liveness over program steps and cycle estimates.");
 }

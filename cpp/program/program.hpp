@@ -74,6 +74,7 @@ struct TensorDesc {
 struct OpRecord {
   std::string type;    // the IR's op type (messages, profiles)
   std::string kernel;  // OpKind::Kernel: the registered kernel that runs it
+  std::string cost_class;  // the IPU model's cost class (OpDef.model): "matmul", "elementwise", ...
   std::string name;
   OpKind kind = OpKind::Kernel;
   int graph = 0;

@@ -17,6 +17,7 @@ from .module import Module
 from .random_seed import create_seeds
 from .replica_grouping import ReplicaGrouping
 from .session import Session
+from .profile.model import IpuModel
 from .streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
 from .tensor import (Constant, Tensor, TensorByRef, TensorSpec, Variable, constant, graph_input,
                      graph_output, remote_replica_sharded_variable, remote_variable,
@@ -37,5 +38,5 @@ __all__ = [
     "DeviceToHostStream", "h2d_stream", "d2h_stream", "Tensor", "variable", "remote_variable",
     "remote_replica_sharded_variable", "replica_sharded_variable", "constant", "graph_input",
     "graph_output", "TensorByRef", "TensorSpec", "TensorStorage", "TensorLocation",
-    "ReplicatedTensorSharding", "TileSet", "ExecutionContext", "Session",
+    "ReplicatedTensorSharding", "TileSet", "ExecutionContext", "Session", "IpuModel",
 ]

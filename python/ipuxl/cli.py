@@ -3,6 +3,12 @@
 ``ipuxl run script.py [args...]`` runs an unmodified PopXL script on ipuxl:
 ``popxl`` and ``popxl_addons`` imports resolve to ipuxl (unless the real
 packages are installed), ``sys.argv`` is ``[script.py, args...]``.
+
+``ipuxl profile [options] script.py [args...]`` runs it the same way and
+writes the IPU model's profile of the last Session it created to
+``profile.json`` and ``profile.html`` (plots; needs matplotlib) in
+``--out``, and prints a short table. ``ipuxl profile --compare a.json
+b.json`` shows two profiles side by side (and writes ``compare.html``).
 """
 import argparse
 import os
@@ -34,12 +40,88 @@ def _run(script: str, args) -> int:
     return 0
 
 
+def _write_html(profiles, path) -> bool:
+    from .profile import write_html
+
+    try:
+        write_html(profiles, path)
+    except ImportError as e:
+        print(f"ipuxl profile: no HTML page: {e}", file=sys.stderr)
+        return False
+    return True
+
+
+def _profile(ns) -> int:
+    from . import profile as prof
+
+    if ns.compare:
+        if len(ns.compare) != 2 or ns.script:
+            print("ipuxl profile --compare takes exactly two profile.json files", file=sys.stderr)
+            return 2
+        try:
+            a, b = (prof.load(p) for p in ns.compare)
+        except (OSError, ValueError) as e:
+            print(f"ipuxl profile: {e}", file=sys.stderr)
+            return 2
+        a.name = a.name or os.path.basename(ns.compare[0])
+        b.name = b.name or os.path.basename(ns.compare[1])
+        print(prof.compare(a, b))
+        if not ns.no_html:
+            os.makedirs(ns.out, exist_ok=True)
+            path = os.path.join(ns.out, "compare.html")
+            if _write_html([a, b], path):
+                print(f"wrote {path}")
+        return 0
+    if not ns.script:
+        print("ipuxl profile: give a script to run, or --compare a.json b.json", file=sys.stderr)
+        return 2
+    model = prof.IpuModel.from_env(prof.IpuModel(
+        version=ns.version, tiles_per_ipu=ns.tiles_per_ipu, allow_out_of_memory=True))
+    prof._captured, prof._capture_model = [], model
+    os.environ.setdefault(prof.MODEL_ENV, f"version={model.version},allow_out_of_memory=1" +
+                          (f",tiles_per_ipu={model.tiles_per_ipu}" if model.tiles_per_ipu else ""))
+    try:
+        code = _run(ns.script, ns.args)
+    finally:
+        captured, prof._captured, prof._capture_model = prof._captured, None, None
+    if not captured:
+        print(f"ipuxl profile: {ns.script} created no Session: nothing to profile",
+              file=sys.stderr)
+        return code or 1
+    os.makedirs(ns.out, exist_ok=True)
+    for i, p in enumerate(captured):
+        p.name = p.name or f"{os.path.basename(ns.script)} session {i + 1}"
+        if len(captured) > 1:
+            p.save(os.path.join(ns.out, f"profile_{i + 1}.json"))
+    last = captured[-1]
+    path = os.path.join(ns.out, "profile.json")
+    last.save(path)
+    print(last.summary())
+    print(f"wrote {path}")
+    if not ns.no_html:
+        html = os.path.join(ns.out, "profile.html")
+        if _write_html([last], html):
+            print(f"wrote {html}")
+    return code
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ipuxl", description="ipuxl: PopXL on a simulator")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an unmodified PopXL script on ipuxl")
     run.add_argument("script", nargs="?", help="the PopXL script to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    pr = sub.add_parser("profile", help="profile a PopXL script on the IPU model, or compare "
+                                        "two profiles")
+    pr.add_argument("--compare", nargs=2, metavar=("A_JSON", "B_JSON"),
+                    help="show two profile.json files side by side")
+    pr.add_argument("--out", default=".", help="directory for profile.json / profile.html")
+    pr.add_argument("--version", default="ipu2", choices=("ipu1", "ipu2", "ipu21"),
+                    help="the IPU to model (default ipu2)")
+    pr.add_argument("--tiles-per-ipu", type=int, default=None)
+    pr.add_argument("--no-html", action="store_true", help="write profile.json only")
+    pr.add_argument("script", nargs="?")
+    pr.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
     if ns.command == "run":
         if ns.script is None:
@@ -47,6 +129,8 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         return _run(ns.script, ns.args)
+    if ns.command == "profile":
+        return _profile(ns)
     return 2
 
 

@@ -20,6 +20,12 @@ An :class:`OpDef` holds an op type's
   takes GradOut, In0, In1 and Out, so autodiff makes it available even when
   our rule does not read it: after ``autodiff`` of ``x * W + b`` the forward
   graph has the 2 outputs PopXL gives it).
+* **model**: the op's cost class in the IPU model (``ipuxl.profile``,
+  ``cpp/model``): ``"matmul"``, ``"reduce"``, ``"softmax"``, ``"loss"``,
+  ``"gather"``, ``"scatter"``, ``"copy"``, ``"view"``, ``"fill"``,
+  ``"random"``, ``"sort"``, ``"scan"``, ``"print"``, ``"code_load"`` or
+  ``"elementwise"``; by default ``"elementwise"`` for kernels and the
+  kind for the others.
 * **gradient**: a rule registered with :func:`ipuxl.grad.register_grad`
   beside the builder, a decomposition autodiff differentiates instead, or
   ``no_grad``: the reason the op has none (integer outputs, side effects,
@@ -34,10 +40,13 @@ op has a kernel and a gradient rule or a reason.
 import importlib
 from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
-__all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS"]
+__all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS", "MODEL_CLASSES"]
 
 #: Op kinds, in the order of the C++ core's ``OpKind``.
 KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store")
+#: Cost classes of the IPU model (see the module docstring).
+MODEL_CLASSES = ("elementwise", "matmul", "reduce", "softmax", "loss", "gather", "scatter",
+                 "copy", "view", "fill", "random", "sort", "scan", "print", "code_load") + KINDS[1:]
 
 Pairs = Tuple[Tuple[int, int], ...]
 PairsRule = Union[Pairs, Callable[..., Sequence[Tuple[int, int]]]]
@@ -48,13 +57,13 @@ class OpDef:
     """The declaration of one op type (see the module docstring)."""
 
     __slots__ = ("type", "shape", "kind", "kernel", "_aliases", "_modifies", "side_effects",
-                 "recomputable", "stash_outputs", "no_grad", "module")
+                 "recomputable", "stash_outputs", "no_grad", "module", "model")
 
     def __init__(self, type: str, shape: Callable, *, kind: str = "kernel",  # noqa: A002
                  kernel: Optional[str] = None, aliases: PairsRule = (),
                  modifies: IndexRule = (), side_effects: bool = False,
                  recomputable: bool = True, stash_outputs: bool = False,
-                 no_grad: Optional[str] = None, module: str = ""):
+                 no_grad: Optional[str] = None, module: str = "", model: Optional[str] = None):
         if kind not in KINDS:
             raise ValueError(f"OpDef {type!r}: kind must be one of {KINDS}, got {kind!r}")
         if not callable(shape):
@@ -70,6 +79,10 @@ class OpDef:
         self.stash_outputs = bool(stash_outputs)
         self.no_grad = no_grad
         self.module = module
+        model = model or ("elementwise" if kind == "kernel" else kind)
+        if model not in MODEL_CLASSES:
+            raise ValueError(f"OpDef {type!r}: model must be one of {MODEL_CLASSES}, got {model!r}")
+        self.model = model
 
     def infer(self, inputs, attrs, graphs=()):
         """The shape rule's ``[(shape, dtype), ...]``; its errors name the op type."""

@@ -56,10 +56,15 @@ class Session:
     values on the host. Only one live Session per Ir shares host arrays.
     """
 
-    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
+    def __init__(self, ir: Ir, device_desc="cpu", weights_to_host_on_exit: bool = True,
                  *, share_host_weights: bool = False, host_passes=None):
+        from .profile.model import IpuModel
+
         if not isinstance(ir, Ir):
             raise TypeError(f"Session expects an Ir, got {type(ir).__name__}")
+        model = None
+        if isinstance(device_desc, IpuModel):  # as PopXL takes a DeviceInfo
+            model, device_desc = device_desc, "ipu_model"
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE", device_desc) \
             if device_desc == "ipu_hw" else device_desc
         if device_desc not in _DEVICES:
@@ -91,6 +96,12 @@ class Session:
         ir._prepared = True
         self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
+        # The IPU model: "ipu_model"/"ipu_hw" programs that do not fit raise
+        # here, at compile time, as Poplar does (ipuxl.profile).
+        from .profile import session_model
+
+        self._model = model
+        self._profile = session_model(self, device_desc, model)
         # IPUXL_CHECK_HOST_PASSES=1: also build the program without host
         # passes, run both and compare (a test mode, see lowering.host_passes).
         self._shadow: Optional[LoweredProgram] = None
@@ -183,6 +194,20 @@ class Session:
     def engine(self):
         """The core Engine (``describe()``, ``program_counts()``, ``arena_bytes``)."""
         return self._engine
+
+    def profile(self):
+        """The IPU model's profile of this session's program
+        (:class:`ipuxl.profile.Profile`): memory per tile by category, code
+        of each Function, liveness over program steps, cycles. A "cpu"
+        session is one tile without a memory limit, as PopXL's cpu device."""
+        from .profile import IpuModel, profile_program
+
+        if self._profile is None:
+            self._profile = profile_program(self._prog.faithful, self._prog.model_desc,
+                                            self._model or IpuModel.from_env(),
+                                            cpu=self._device == "cpu")
+        self._profile.runs = int(self._engine.runs)
+        return self._profile
 
     # ---- context management
     def __enter__(self) -> "Session":

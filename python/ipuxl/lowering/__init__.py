@@ -119,4 +119,8 @@ def build(ir, passes=None) -> LoweredProgram:
         desc, tensor_index, stream_index = to_desc(host)
         faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
     engine = core.Engine(desc, 0, faithful_desc)
-    return LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)
+    lp = LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)
+    # The faithful program's description, for the IPU model (the host one
+    # when no host pass changed anything).
+    lp.model_desc = faithful_desc if faithful_desc is not None else desc
+    return lp

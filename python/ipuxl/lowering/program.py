@@ -161,10 +161,20 @@ def to_desc(prog: Program, with_data: bool = True):
                         tile_set=1 if op.tile_set == "io" else 0,
                         context=EXEC_CONTEXTS.index(op.execution_context),
                         stream=stream_index[e.stream] if e.stream != -1 else -1,
-                        trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip)
+                        trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip,
+                        cost_class=_cost_class(e.type))
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index
+
+
+def _cost_class(op_type: str) -> str:
+    """The IPU model's cost class of an op type (``OpDef.model``); "" for
+    types only host passes create (the model never sees them)."""
+    from ..opdef import _REGISTRY
+
+    d = _REGISTRY.get(op_type)
+    return d.model if d is not None else ""
 
 
 _KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",

@@ -66,7 +66,8 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
 
 
 define_op("MatMul", lambda ins, attrs, graphs=(): [(matmul_shape("MatMul", ins[0], ins[1]),
-                                                    ins[0].dtype)])
+                                                    ins[0].dtype)],
+          model="matmul")
 
 
 def _swap_last(t: Tensor) -> Tensor:

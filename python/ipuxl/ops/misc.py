@@ -161,9 +161,9 @@ def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
 define_op("Fmod", broadcast(), stash_outputs=True)
 define_op("Pow", broadcast(), stash_outputs=True)
 define_op("Max", broadcast())
-define_op("Identity", like_input(0))
-define_op("Detach", like_input(0))
-define_op("DetachInplace", like_input(0), aliases=((0, 0),))
+define_op("Identity", like_input(0), model="copy")
+define_op("Detach", like_input(0), model="copy")
+define_op("DetachInplace", like_input(0), aliases=((0, 0),), model="view")
 define_op("IncrementMod", like_input(0))
 define_op("IncrementModInplace", like_input(0), aliases=((0, 0),), modifies=(0,),
           no_grad="modifies its input (autodiff rejects modifying ops)")

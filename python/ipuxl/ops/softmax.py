@@ -27,7 +27,7 @@ def softmax(t: Tensor, axis: int) -> Tensor:
     return op.outputs[0]
 
 
-define_op("Softmax", like_input(0))
+define_op("Softmax", like_input(0), model="softmax")
 
 
 @register_grad("Softmax")

@@ -1,0 +1,134 @@
+"""IPU model profiles: memory per tile by PopVision category, program size
+of Functions, liveness over program steps and cycles, from ipuxl's
+analytical IPU model (``cpp/model``, described in docs/ipu_model.md).
+
+* :func:`profile_ir` profiles an ``Ir`` without running it;
+  ``session.profile()`` gives the profile of a Session's program.
+* :class:`Profile` holds the report (``summary()``, ``save()``, ``html()``).
+* :func:`compare` / :func:`write_html` put several side by side.
+* ``POPLAR_ENGINE_OPTIONS='{"autoReport.all":"true","autoReport.directory":"DIR"}'``
+  makes every Session write ``DIR/profile.json`` (and ``profile.html`` when
+  matplotlib is installed), as Poplar writes ``profile.pop``.
+"""
+import os
+import sys
+from typing import Optional, Union
+
+from .model import MODEL_ENV, IpuModel, OutOfMemoryError
+from .report import Profile, load, profile_program
+
+__all__ = ["IpuModel", "OutOfMemoryError", "Profile", "profile_ir", "load", "compare",
+           "write_html", "MODEL_ENV", "autoreport_directory"]
+
+
+def profile_ir(ir, model: Union[IpuModel, str, None] = None, name: str = "") -> Profile:
+    """The profile of ``ir``'s program as PopXL would compile it (the
+    faithful lowering: every op, one Function per called graph), without
+    building an Engine or running anything.
+
+    ``model``: an :class:`IpuModel`, a version name (``"ipu2"``), or
+    ``"cpu"`` (one tile, no memory limit); by default ``IpuModel.from_env()``.
+    """
+    from ..lowering import lower
+    from ..lowering.program import to_desc
+
+    cpu = model == "cpu"
+    if model is None or cpu:
+        model = IpuModel.from_env()
+    elif isinstance(model, str):
+        model = IpuModel(version=model)
+    prog = lower(ir)
+    desc = to_desc(prog, with_data=False)[0]
+    return profile_program(prog, desc, model, cpu=cpu, name=name)
+
+
+def compare(a: Profile, b: Profile) -> str:
+    """Two profiles side by side: memory by category, code, cycles, and
+    the graphs' code (the outlined-vs-inlined question)."""
+    from .compare import compare_text
+
+    return compare_text(a, b)
+
+
+def write_html(profiles, path: str, title: Optional[str] = None) -> str:
+    """One self-contained HTML page with the plots of one or more profiles
+    (side by side); needs matplotlib (``pip install ipuxl[profile]``)."""
+    from .html import write_html as _w
+
+    return _w(list(profiles), path, title=title)
+
+
+# ---- Session integration ------------------------------------------------
+
+#: Profiles of the Sessions created while ``ipuxl profile`` runs a script,
+#: and the IpuModel it asked for.
+_captured = None
+_capture_model: Optional[IpuModel] = None
+
+
+def autoreport_directory() -> Optional[str]:
+    """The directory ``POPLAR_ENGINE_OPTIONS`` asks reports to be written
+    to (``autoReport.all`` or ``autoReport.outputGraphProfile`` true), or None."""
+    text = os.environ.get("POPLAR_ENGINE_OPTIONS", "").strip()
+    if not text:
+        return None
+    import json
+
+    try:
+        opts = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"POPLAR_ENGINE_OPTIONS is not valid JSON: {e}") from None
+    if not isinstance(opts, dict):
+        raise ValueError("POPLAR_ENGINE_OPTIONS must be a JSON object")
+
+    def on(key):
+        return str(opts.get(key, "false")).lower() in ("true", "1", "yes", "on")
+
+    if not (on("autoReport.all") or on("autoReport.outputGraphProfile")):
+        return None
+    return str(opts.get("autoReport.directory", "."))
+
+
+def write_report(profile: Profile, directory: str) -> str:
+    """Writes ``profile.json`` (and ``profile.html`` with matplotlib) into
+    ``directory``; returns the json path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "profile.json")
+    profile.save(path)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return path
+    profile.html(os.path.join(directory, "profile.html"))
+    return path
+
+
+def session_model(session, device: str, model: Optional[IpuModel]) -> Optional[Profile]:
+    """At Session creation: the model of its program for ``"ipu_model"`` and
+    ``"ipu_hw"`` (out of memory raises, unless the ipu_model's
+    ``allow_out_of_memory``), plus the autoReport and ``ipuxl profile``
+    hooks. ``"cpu"`` has no tile memory limit: nothing is computed unless a
+    report is asked for."""
+    report_dir = autoreport_directory()
+    capture = _captured is not None
+    if device == "cpu" and not report_dir and not capture:
+        return None
+    prog = session._prog
+    if model is None:
+        model = IpuModel.from_env()
+    profile = profile_program(prog.faithful, prog.model_desc, model, cpu=device == "cpu")
+    if not profile.fits:
+        if device == "ipu_model" and model.allow_out_of_memory:
+            print(f"ipuxl: warning: out of memory on {profile.overflow_tiles.size} tile(s) of "
+                  f"the modelled {profile.target['version']}; running anyway "
+                  "(IpuModel(allow_out_of_memory=True)); see session.profile()",
+                  file=sys.stderr)
+        else:
+            raise profile.oom_error(f"the program of Ir {session._ir.id}")
+    if report_dir:
+        write_report(profile, report_dir)
+    if capture:
+        # ``ipuxl profile`` models an IPU whatever device the script chose.
+        _captured.append(profile if device != "cpu" else
+                         profile_program(prog.faithful, prog.model_desc, _capture_model or model))
+    return profile

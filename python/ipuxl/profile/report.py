@@ -1,0 +1,297 @@
+"""``Profile``: the IPU model's report of one program, and how it is made.
+
+A profile holds what PopVision's Graph and Memory reports show for a
+compiled program, from ipuxl's analytical model (``cpp/model``):
+
+* ``target``: the modelled IPU (version, tiles, memory per tile, clock);
+* ``per_tile[category]``: bytes per tile in each PopVision category
+  (vertexCode, vertexInstanceState, copyDescriptor, controlCode,
+  internal/host/globalExchangeCode, stack, variables, constants,
+  notAlwaysLive), NumPy arrays over all tiles of all IPUs;
+* ``totals``: the same summed over tiles, plus ``alwaysLive``, ``code``
+  and ``total``;
+* ``graphs``: per graph (Function or main): code instances, call and If
+  sites, code bytes of one instance, cycles, executions;
+* ``ops``: per op (columns): cost class, vertex type, tiles, cycles per
+  execution, executions, flops, temporaries, vertex state, exchange and
+  control code, the matmul plan;
+* ``steps``: the main program's steps with their cycles and
+  not-always-live bytes (liveness over program steps);
+* ``cycles`` / ``seconds``: one run of the main program.
+"""
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .model import IpuModel, OutOfMemoryError
+
+__all__ = ["Profile", "profile_program", "code_loads", "load"]
+
+CODE = ("vertexCode", "controlCode", "internalExchangeCode", "hostExchangeCode",
+        "globalExchangeCode")
+ALWAYS_LIVE = CODE + ("vertexInstanceState", "copyDescriptor", "stack", "variables", "constants")
+
+
+def code_loads(prog) -> list:
+    """``(op index, graph index)`` of every ``remote_code_load`` in a lowered
+    Program, in ``to_desc``'s numbering."""
+    from ..lowering.program import _cost_class
+
+    gindex = {g: i for i, g in enumerate(prog.graphs)}
+    out, k = [], 0
+    for g in prog.graphs:
+        for e in prog.entries[g]:
+            if _cost_class(e.type) == "code_load":
+                target = e.op.attrs.get("_graph")
+                if target in gindex:
+                    out.append((k, gindex[target]))
+            k += 1
+    return out
+
+
+def profile_program(prog, desc, model: IpuModel, cpu: bool = False,
+                    name: str = "") -> "Profile":
+    """Runs the core's IPU model over ``desc`` (the core ProgramDesc of the
+    faithful Program ``prog``)."""
+    from .._core_loader import core
+
+    opts = model.core_options(cpu=cpu)
+    opts["code_loads"] = code_loads(prog)
+    return Profile(core.ipu_model(desc, 0, opts), name=name)
+
+
+class Profile:
+    """One program's profile (see the module docstring). ``Profile(d)``
+    wraps the dict of ``core.ipu_model`` or of :meth:`to_dict`."""
+
+    def __init__(self, raw: dict, name: str = ""):
+        self.raw = raw
+        self.name = name or raw.get("name", "")
+        self.target: Dict = dict(raw["target"])
+        self.categories: List[str] = list(raw["categories"])
+        self.per_tile: Dict[str, np.ndarray] = {
+            c: np.asarray(raw["per_tile"][c], dtype=np.float64) for c in self.categories}
+        self.loaded_code = np.asarray(raw.get("loaded_code", []), dtype=np.float64)
+        self.ops: Dict[str, list] = {k: list(v) if not isinstance(v, np.ndarray) else v
+                                     for k, v in raw["ops"].items()}
+        self.graphs: List[Dict] = [dict(g) for g in raw["graphs"]]
+        self.steps: Dict[str, list] = dict(raw["steps"])
+        self.tensors: Dict[str, list] = dict(raw["tensors"])
+        self.vertex_types: Dict[str, Dict] = dict(raw["vertex_types"])
+        self.cycles = int(raw["total_cycles"])
+        self.warnings: List[str] = list(raw.get("warnings", []))
+        self.runs = int(raw.get("runs", 0))
+
+    # ---- derived figures
+    @property
+    def num_tiles(self) -> int:
+        return int(self.target["tiles_per_ipu"]) * int(self.target["num_ipus"])
+
+    @property
+    def memory_per_tile(self) -> int:
+        """Bytes per tile (0: no limit, the "cpu" device)."""
+        return int(self.target["memory_per_tile"])
+
+    @property
+    def always_live_per_tile(self) -> np.ndarray:
+        return sum(self.per_tile[c] for c in ALWAYS_LIVE)
+
+    @property
+    def code_per_tile(self) -> np.ndarray:
+        return sum(self.per_tile[c] for c in CODE)
+
+    @property
+    def total_per_tile(self) -> np.ndarray:
+        """Always-live bytes plus the not-always-live peak, per tile."""
+        return self.always_live_per_tile + self.per_tile["notAlwaysLive"]
+
+    @property
+    def totals(self) -> Dict[str, int]:
+        t = {c: int(round(self.per_tile[c].sum())) for c in self.categories}
+        t["code"] = sum(t[c] for c in CODE)
+        t["alwaysLive"] = sum(t[c] for c in ALWAYS_LIVE)
+        t["total"] = t["alwaysLive"] + t["notAlwaysLive"]
+        return t
+
+    @property
+    def seconds(self) -> float:
+        """Time of one run of the main program at the target's clock."""
+        return self.cycles / float(self.target["clock_hz"])
+
+    @property
+    def overflow_tiles(self) -> np.ndarray:
+        """Global indices of tiles whose memory exceeds the tile's."""
+        if self.memory_per_tile <= 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.nonzero(self.total_per_tile > self.memory_per_tile)[0]
+
+    @property
+    def fits(self) -> bool:
+        return self.overflow_tiles.size == 0
+
+    def worst_tile(self) -> int:
+        return int(np.argmax(self.total_per_tile)) if self.num_tiles else 0
+
+    def tile_categories(self, tile: int) -> Dict[str, int]:
+        return {c: int(round(self.per_tile[c][tile])) for c in self.categories
+                if self.per_tile[c][tile]}
+
+    def tensors_on_tile(self, tile: int, n: int = 5) -> List[tuple]:
+        """The ``n`` largest tensors with bytes on global tile ``tile``:
+        ``(name, bytes on the tile, total bytes, always live)``."""
+        tpi = int(self.target["tiles_per_ipu"])
+        ipu, local = divmod(tile, tpi)
+        nio = int(self.target["num_io_tiles"])
+        t = self.tensors
+        hits = []
+        for i, name in enumerate(t["name"]):
+            if int(t["ipu"][i]) != ipu:
+                continue
+            first, count = int(t["first_tile"][i]), int(t["tiles"][i])
+            # Tensors wrap within their tile set (IO tiles first, then compute).
+            if first >= nio or nio == 0:
+                base, size = (nio, tpi - nio)
+            else:
+                base, size = (0, nio)
+            if not base <= local < base + size:
+                continue
+            off = (local - first) % size
+            if off < count:
+                per = int(t["bytes_per_tile"][i])
+                total = int(t["bytes"][i])
+                on = per if off + 1 < count else total - per * (count - 1)
+                hits.append((name, on, total, bool(t["always_live"][i])))
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits[:n]
+
+    def functions(self) -> List[Dict]:
+        """Graphs compiled as Functions or inlined at If sites, with their code."""
+        return [g for g in self.graphs if not g["main"] and g["code_instances"]]
+
+    def op_table(self, sort: str = "total_cycles", n: Optional[int] = None) -> List[Dict]:
+        """Ops as rows (``total_cycles`` = cycles x executions)."""
+        o = self.ops
+        rows = []
+        for i in range(len(o["name"])):
+            r = {k: (v[i].item() if isinstance(v, np.ndarray) else v[i]) for k, v in o.items()}
+            r["total_cycles"] = r["cycles"] * r["executions"]
+            # Ops of called graphs are named within their graph.
+            main = r["graph"] in ("", "main")  # to_desc names the main graph "main"
+            r["label"] = r["name"] if main else f"{r['graph']}/{r['name']}"
+            rows.append(r)
+        rows.sort(key=lambda r: (-r.get(sort, 0), r["name"]))
+        return rows[:n] if n else rows
+
+    # ---- out of memory
+    def oom_error(self, what: str = "The program") -> OutOfMemoryError:
+        tile = self.worst_tile()
+        tpi = int(self.target["tiles_per_ipu"])
+        ipu, local = divmod(tile, tpi)
+        cats = self.tile_categories(tile)
+        tens = self.tensors_on_tile(tile)
+        used = int(self.total_per_tile[tile])
+        lim = self.memory_per_tile
+        over = self.overflow_tiles
+        cat_text = ", ".join(f"{c} {b:,}" for c, b in sorted(cats.items(), key=lambda kv: -kv[1]))
+        ten_text = "; ".join(f"'{n}' {b:,} B here of {tb:,} B" + (" (always live)" if al else "")
+                             for n, b, tb, al in tens) or "none"
+        msg = (f"Out of memory: {what} does not fit on the modelled {self.target['version']} "
+               f"({tpi} tiles of {lim:,} B per IPU): {len(over)} tile(s) over; the worst is tile "
+               f"{local} of IPU {ipu} with {used:,} B ({used - lim:,} B over). Its categories: "
+               f"{cat_text}. Largest tensors on it: {ten_text}. Pass "
+               "ipuxl.IpuModel(allow_out_of_memory=True) as the device (or set "
+               "IPUXL_IPU_MODEL=allow_out_of_memory=1) to build and run it anyway and inspect "
+               "session.profile().")
+        return OutOfMemoryError(msg, self, tile, ipu, cats, tens)
+
+    # ---- serialisation
+    def to_dict(self) -> dict:
+        def plain(v):
+            if isinstance(v, np.ndarray):
+                return v.tolist()
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [plain(x) for x in v]
+            if isinstance(v, np.generic):
+                return v.item()
+            return v
+        d = plain(self.raw)
+        d["name"] = self.name
+        d["runs"] = self.runs
+        d["summary"] = {"totals": self.totals, "cycles": self.cycles, "seconds": self.seconds,
+                        "overflow_tiles": int(self.overflow_tiles.size),
+                        "max_tile_bytes": int(self.total_per_tile.max()) if self.num_tiles else 0}
+        d["format"] = "ipuxl-profile-1"
+        return d
+
+    def save(self, path: str) -> None:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f)
+
+    def html(self, path: str, title: Optional[str] = None) -> str:
+        """Writes one self-contained HTML page with plots (needs matplotlib:
+        ``pip install ipuxl[profile]``); returns the path."""
+        from .html import write_html
+
+        return write_html([self], path, title=title)
+
+    # ---- text
+    def summary(self) -> str:
+        """A short table: memory by category, the worst tile, Functions,
+        the ops with the most cycles."""
+        t = self.totals
+        tgt = self.target
+        lines = [f"IPU model: {tgt['version']}, {tgt['num_ipus']} IPU(s) x {tgt['tiles_per_ipu']} "
+                 f"tiles" + (f" of {self.memory_per_tile:,} B" if self.memory_per_tile else
+                             " (no memory limit)")]
+        if self.name:
+            lines[0] += f"  [{self.name}]"
+        lines.append(f"{'category':<24}{'bytes':>14}{'max/tile':>12}")
+        for c in self.categories:
+            lines.append(f"{c:<24}{t[c]:>14,}{int(self.per_tile[c].max()) if self.num_tiles else 0:>12,}")
+        lines.append(f"{'always live':<24}{t['alwaysLive']:>14,}")
+        lines.append(f"{'code (all kinds)':<24}{t['code']:>14,}")
+        lines.append(f"{'total':<24}{t['total']:>14,}")
+        w = self.worst_tile()
+        lines.append(f"worst tile {w}: {int(self.total_per_tile[w]):,} B"
+                     + (f" of {self.memory_per_tile:,}" if self.memory_per_tile else "")
+                     + (f"  OUT OF MEMORY on {self.overflow_tiles.size} tile(s)"
+                        if not self.fits else ""))
+        lines.append(f"cycles: {self.cycles:,}  ({self.seconds * 1e6:,.1f} us at "
+                     f"{tgt['clock_hz'] / 1e9:.3f} GHz)")
+        fns = self.functions()
+        if fns:
+            lines.append(f"{'graph':<32}{'instances':>10}{'calls':>7}{'code B':>12}{'cycles':>12}")
+            for g in fns[:10]:
+                lines.append(f"{g['name'][:31]:<32}{g['code_instances']:>10}"
+                             f"{g['call_sites'] + g['if_sites']:>7}{g['code_bytes']:>12,}"
+                             f"{g['cycles']:>12,}")
+        rows = self.op_table(n=8)
+        if rows:
+            lines.append(f"{'op':<32}{'class':<12}{'cycles x runs':>16}")
+            for r in rows:
+                lines.append(f"{r['label'][-31:]:<32}{r['cost_class'][:11]:<12}"
+                             f"{int(r['total_cycles']):>16,}")
+        for wmsg in self.warnings:
+            lines.append(f"warning: {wmsg}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        t = self.totals
+        return (f"Profile({self.name + ': ' if self.name else ''}{self.target['version']}, "
+                f"total {t['total']:,} B, code {t['code']:,} B, cycles {self.cycles:,}, "
+                f"{'fits' if self.fits else 'OUT OF MEMORY'})")
+
+
+def load(path: str) -> Profile:
+    """A profile written by :meth:`Profile.save` (``profile.json``)."""
+    import json
+
+    with open(path) as f:
+        d = json.load(f)
+    if d.get("format") != "ipuxl-profile-1":
+        raise ValueError(f"{path}: not an ipuxl profile (no 'format': 'ipuxl-profile-1')")
+    return Profile(d, name=d.get("name", ""))
