@@ -7,6 +7,9 @@ set -euo pipefail
 dir=${1:-build/dev}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$dir"
+# The build tools (the project's "dev" extra), installed from PyPI if missing.
+python3 -c "import pybind11" 2>/dev/null || \
+  python3 -m pip install --quiet --disable-pip-version-check "pybind11>=2.12" ninja cmake
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" \
