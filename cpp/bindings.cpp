@@ -287,8 +287,12 @@ PYBIND11_MODULE(_core, m) {
              const std::string& kernel, int kind, std::vector<int> modified,
              bool side_effects, int ipu, int tile_set, int context, int stream,
              int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip,
-             const std::string& cost_class) {
-            if (kind < 0 || kind > 5) throw Error("op '" + name + "': invalid op kind");
+             const std::string& cost_class, int remote_buffer, int collective_kind,
+             int reduce_op, std::vector<int> group_of) {
+            if (kind < 0 || kind >= kNumOpKinds) throw Error("op '" + name + "': invalid op kind");
+            if (collective_kind < 0 || collective_kind > 2)
+              throw Error("op '" + name + "': invalid collective kind");
+            if (reduce_op < 0 || reduce_op > 8) throw Error("op '" + name + "': invalid reduction");
             if (tile_set < 0 || tile_set > 1) throw Error("op '" + name + "': invalid tile set");
             if (context < 0 || context > 5) throw Error("op '" + name + "': invalid context");
             OpRecord r;
@@ -314,6 +318,10 @@ PYBIND11_MODULE(_core, m) {
             r.branch_inputs = std::move(branch_inputs);
             r.skip = skip;
             r.cost_class = cost_class;
+            r.remote_buffer = remote_buffer;
+            r.collective.kind = (CollectiveKind)collective_kind;
+            r.collective.op = (ReduceOp)reduce_op;
+            r.collective.group_of = std::move(group_of);
             return d.add_op(std::move(r));
           },
           py::arg("graph"), py::arg("type"), py::arg("name"), py::arg("inputs"),
@@ -322,9 +330,26 @@ PYBIND11_MODULE(_core, m) {
           py::arg("side_effects") = false, py::arg("ipu") = 0, py::arg("tile_set") = 0,
           py::arg("context") = 0, py::arg("stream") = -1, py::arg("trip_count") = 0,
           py::arg("branch_inputs") = std::vector<std::vector<int>>{}, py::arg("skip") = false,
-          py::arg("cost_class") = "",
+          py::arg("cost_class") = "", py::arg("remote_buffer") = -1,
+          py::arg("collective_kind") = 0, py::arg("reduce_op") = 0,
+          py::arg("group_of") = std::vector<int>{},
           "Adds an op record. kind: 0 kernel, 1 call, 2 repeat, 3 if, 4 host_load, 5 "
-          "host_store; kernel defaults to the type.")
+          "host_store, 6 collective (collective_kind: 0 all-reduce, 1 all-gather, 2 "
+          "reduce-scatter; reduce_op: 0 add, 1 mean, 2 mul, 3 min, 4 max, 5 and, 6 or, 7 "
+          "square_add, 8 local; group_of: the group of each replica), 7 remote_load, 8 "
+          "remote_store (remote_buffer); kernel defaults to the type.")
+      .def(
+          "add_remote_buffer",
+          [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, int64_t entries) {
+            return d.add_remote_buffer(name, to_dtype(dtype), shape, entries);
+          },
+          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("entries"))
+      .def_property(
+          "replicas", [](const ProgramDesc& d) { return d.replicas; },
+          [](ProgramDesc& d, int r) {
+            if (r < 1) throw Error("replicas must be >= 1, got " + std::to_string(r));
+            d.replicas = r;
+          })
       .def(
           "add_stream",
           [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, bool h2d) {
@@ -354,7 +379,7 @@ PYBIND11_MODULE(_core, m) {
             for (size_t i = 0; i < streams.size(); ++i) {
               if (streams[i].is_none()) continue;
               auto arr = streams[i].cast<py::array>();
-              size_t need = (size_t)num_host_transfers * (size_t)item_bytes[i];
+              size_t need = (size_t)num_host_transfers * (size_t)e.replicas() * (size_t)item_bytes[i];
               // Only device-to-host arrays are written; inputs may be read-only
               // (memory-mapped data sets).
               keep.push_back(checked_buffer(arr, need, !e.stream_is_input((int)i),
@@ -370,11 +395,28 @@ PYBIND11_MODULE(_core, m) {
       .def("run_weights_program", &Engine::run_weights_program, py::arg("from_host"))
       .def("has_weights_program", &Engine::has_weights_program, py::arg("from_host"))
       .def("write_tensor",
-           [](Engine& e, int t, const py::array& a) {
+           [](Engine& e, int t, const py::array& a, int replica) {
              auto info = checked_buffer(a, 0, false, "write_tensor");
              e.write_tensor(t, static_cast<const uint8_t*>(info.ptr),
+                            (size_t)info.size * (size_t)info.itemsize, replica);
+           },
+           py::arg("tensor"), py::arg("array"), py::arg("replica") = -1,
+           "Copy host bytes into a tensor of one replica (-1: every replica).")
+      .def("write_remote",
+           [](Engine& e, int buffer, int64_t entry, int replica, const py::array& a) {
+             auto info = checked_buffer(a, 0, false, "write_remote");
+             e.write_remote(buffer, entry, replica, static_cast<const uint8_t*>(info.ptr),
                             (size_t)info.size * (size_t)info.itemsize);
-           })
+           },
+           py::arg("buffer"), py::arg("entry"), py::arg("replica"), py::arg("array"))
+      .def("read_remote",
+           [](const Engine& e, int buffer, int64_t entry, int replica, py::array& a) {
+             auto info = checked_buffer(a, 0, true, "read_remote");
+             e.read_remote(buffer, entry, replica, static_cast<uint8_t*>(info.ptr),
+                           (size_t)info.size * (size_t)info.itemsize);
+           },
+           py::arg("buffer"), py::arg("entry"), py::arg("replica"), py::arg("array"))
+      .def_property_readonly("replicas", &Engine::replicas)
       .def("program_writes", &Engine::program_writes, py::arg("tensor"))
       .def(
           "bind_external",
@@ -399,11 +441,12 @@ PYBIND11_MODULE(_core, m) {
              return out;
            })
       .def("read_tensor",
-           [](const Engine& e, int t, py::array& a) {
+           [](const Engine& e, int t, py::array& a, int replica) {
              auto info = checked_buffer(a, 0, true, "read_tensor");
              e.read_tensor(t, static_cast<uint8_t*>(info.ptr),
-                           (size_t)info.size * (size_t)info.itemsize);
-           })
+                           (size_t)info.size * (size_t)info.itemsize, replica);
+           },
+           py::arg("tensor"), py::arg("array"), py::arg("replica") = 0)
       .def("describe", &Engine::describe, py::arg("host") = false,
            "The lowered program: the faithful one (as PopXL would build it) by default, the "
            "one the host runs (after host passes) with host=True.")

@@ -98,6 +98,7 @@ struct RunContext {
   // kernels caching a transformed copy of a tensor no op writes (a packed
   // weight matrix) refresh it when this moves.
   uint64_t host_write_epoch = 0;
+  int replica = 0;  // the replica whose state the kernel runs on
 };
 
 class Kernel {

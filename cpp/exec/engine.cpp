@@ -1,7 +1,10 @@
 #include "engine.hpp"
 
 #include <chrono>
+#include <climits>
 #include <cstring>
+
+#include "collectives.hpp"
 
 namespace ipuxl {
 
@@ -21,7 +24,10 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
     faithful_low_ = lower_program(*faithful_, main_graph_, f_order, f_al,
                                   written_roots(*faithful_, f_al, f_order));
   }
-  states_.push_back(make_state(*desc_, al_, plan_, exe_, low_.skipped_ops, program_written_));
+  if (desc_->replicas < 1) throw Error("Engine: the program needs at least one replica");
+  for (int r = 0; r < desc_->replicas; ++r)
+    states_.push_back(
+        make_state(*desc_, al_, plan_, exe_, low_.skipped_ops, program_written_, r));
   profiles_.resize(exe_.kernel_ops.size());
   for (size_t k = 0; k < exe_.kernel_ops.size(); ++k) {
     const auto& op = desc_->ops[exe_.kernel_ops[k]];
@@ -44,44 +50,82 @@ bool truth(const TensorRef& c) {
   return false;
 }
 
+int64_t scalar_index(const TensorRef& t) {
+  switch (t.dtype) {
+    case DType::Int32: return *t.as<int32_t>();
+    case DType::UInt32: return (int64_t)*t.as<uint32_t>();
+    case DType::Int64: return *t.as<int64_t>();
+    case DType::UInt64: {
+      uint64_t v = *t.as<uint64_t>();
+      return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+    }
+    default: return -1;
+  }
+}
+
 }  // namespace
 
 void Engine::execute(int program, std::vector<StreamBinding>& streams) {
-  State& s = state();
   const auto& desc = *desc_;
   const Instr* code = exe_.code.data();
+  const int R = (int)states_.size();
+  // Replicas run in lockstep: one pass over the code, each instruction
+  // applied to every active replica. A conditional whose replicas disagree
+  // runs its then-part for some and its else-part for the others.
+  std::vector<State*> active;
+  for (auto& s : states_) active.push_back(s.get());
+  struct Divergence {
+    int else_pc, end_pc;
+    bool in_else;
+    std::vector<State*> else_set, outer;
+  };
+  std::vector<Divergence> div;
+  std::vector<int64_t> counters((size_t)exe_.num_counters, 0);
+  std::vector<int> returns;
   RunContext ctx;
   ctx.run_index = run_index_;
-  ctx.host_write_epoch = s.host_write_epoch;
-  std::vector<int> returns;
   int pc = exe_.entry[program];
   for (;;) {
+    if (!div.empty() && div.back().in_else && pc == div.back().end_pc) {
+      active = std::move(div.back().outer);
+      div.pop_back();
+      continue;
+    }
     const Instr& in = code[pc];
     switch (in.code) {
-      case Code::Exec:
-        if (!profiling_) {
-          s.kernels[(size_t)in.a]->run(ctx);
-        } else {
-          auto t0 = std::chrono::steady_clock::now();
-          s.kernels[(size_t)in.a]->run(ctx);
-          auto& p = profiles_[(size_t)in.a];
-          p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          p.calls++;
+      case Code::Exec: {
+        for (State* s : active) {
+          ctx.host_write_epoch = s->host_write_epoch;
+          ctx.replica = s->replica;
+          Kernel* k = s->kernels[(size_t)in.a].get();
+          if (!profiling_) {
+            k->run(ctx);
+          } else {
+            auto t0 = std::chrono::steady_clock::now();
+            k->run(ctx);
+            auto& p = profiles_[(size_t)in.a];
+            p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            p.calls++;
+          }
         }
-        ++pc;
-        break;
-      case Code::Copy: {
-        const TensorRef& src = s.refs[(size_t)in.a];
-        const TensorRef& dst = s.refs[(size_t)in.b];
-        if (src.data != dst.data) std::memcpy(dst.data, src.data, src.nbytes());
         ++pc;
         break;
       }
-      case Code::Bind:
-        for (const auto& it : exe_.binds[(size_t)in.a]) {
-          uint8_t* p = it.to >= 0 ? s.refs[(size_t)it.to].data : s.home[(size_t)al_.root[(size_t)it.group[0]]];
-          for (int m : it.group) s.refs[(size_t)m].data = p;
+      case Code::Copy:
+        for (State* s : active) {
+          const TensorRef& src = s->refs[(size_t)in.a];
+          const TensorRef& dst = s->refs[(size_t)in.b];
+          if (src.data != dst.data) std::memcpy(dst.data, src.data, src.nbytes());
         }
+        ++pc;
+        break;
+      case Code::Bind:
+        for (State* s : active)
+          for (const auto& it : exe_.binds[(size_t)in.a]) {
+            uint8_t* p = it.to >= 0 ? s->refs[(size_t)it.to].data
+                                    : s->home[(size_t)al_.root[(size_t)it.group[0]]];
+            for (int m : it.group) s->refs[(size_t)m].data = p;
+          }
         ++pc;
         break;
       case Code::Call:
@@ -96,18 +140,36 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
         if (in.n <= 0) {
           pc = in.b;
         } else {
-          s.counters[(size_t)in.a] = in.n;
+          counters[(size_t)in.a] = in.n;
           ++pc;
         }
         break;
       case Code::RepeatEnd:
-        pc = --s.counters[(size_t)in.a] > 0 ? in.b : pc + 1;
+        pc = --counters[(size_t)in.a] > 0 ? in.b : pc + 1;
         break;
-      case Code::If:
-        pc = truth(s.refs[(size_t)in.a]) ? pc + 1 : in.b;
+      case Code::If: {
+        std::vector<State*> yes, no;
+        for (State* s : active) (truth(s->refs[(size_t)in.a]) ? yes : no).push_back(s);
+        if (no.empty()) {
+          ++pc;
+        } else if (yes.empty()) {
+          pc = in.b;
+        } else {  // replicas disagree: then-part for `yes`, else-part for `no`
+          div.push_back(Divergence{in.b, (int)in.n, false, std::move(no), active});
+          active = std::move(yes);
+          ++pc;
+        }
         break;
+      }
       case Code::Jump:
-        pc = in.a;
+        // The end of a then-part whose replicas diverged: now the others.
+        if (!div.empty() && !div.back().in_else && pc + 1 == div.back().else_pc) {
+          div.back().in_else = true;
+          active = div.back().else_set;
+          pc = div.back().else_pc;
+        } else {
+          pc = in.a;
+        }
         break;
       case Code::StreamIn: {
         auto& b = streams[(size_t)in.a];
@@ -117,7 +179,9 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          std::to_string(b.items) +
                          " transfer(s) and all were consumed in this run (num_host_transfers "
                          "limits host_load executions per stream per run)");
-        std::memcpy(s.refs[(size_t)in.b].data, b.data + b.cursor * b.item_bytes, b.item_bytes);
+        for (State* s : active)
+          std::memcpy(s->refs[(size_t)in.b].data,
+                      b.data + (b.cursor * R + s->replica) * b.item_bytes, b.item_bytes);
         b.cursor++;
         ++pc;
         break;
@@ -129,7 +193,9 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          "': no space left in the " + std::to_string(b.items) +
                          " transfer(s) of the output buffer (num_host_transfers limits "
                          "host_store executions per stream per run)");
-        std::memcpy(b.data + b.cursor * b.item_bytes, s.refs[(size_t)in.b].data, b.item_bytes);
+        for (State* s : active)
+          std::memcpy(b.data + (b.cursor * R + s->replica) * b.item_bytes,
+                      s->refs[(size_t)in.b].data, b.item_bytes);
         b.cursor++;
         ++pc;
         break;
@@ -138,13 +204,51 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
         // All carried values are read before any is written: staged sources
         // (outputs that are body inputs) go through buffers first.
         const auto& c = exe_.carries[(size_t)in.a];
-        auto& bufs = s.carry_bufs[(size_t)in.a];
-        for (size_t k = 0; k < c.staged.size(); ++k)
-          std::memcpy(bufs[k].data(), s.refs[(size_t)c.staged[k].first].data, bufs[k].size());
-        for (auto [src, dst] : c.direct)
-          std::memcpy(s.refs[(size_t)dst].data, s.refs[(size_t)src].data, s.refs[(size_t)src].nbytes());
-        for (size_t k = 0; k < c.staged.size(); ++k)
-          std::memcpy(s.refs[(size_t)c.staged[k].second].data, bufs[k].data(), bufs[k].size());
+        for (State* s : active) {
+          auto& bufs = s->carry_bufs[(size_t)in.a];
+          for (size_t k = 0; k < c.staged.size(); ++k)
+            std::memcpy(bufs[k].data(), s->refs[(size_t)c.staged[k].first].data, bufs[k].size());
+          for (auto [src, dst] : c.direct)
+            std::memcpy(s->refs[(size_t)dst].data, s->refs[(size_t)src].data,
+                        s->refs[(size_t)src].nbytes());
+          for (size_t k = 0; k < c.staged.size(); ++k)
+            std::memcpy(s->refs[(size_t)c.staged[k].second].data, bufs[k].data(), bufs[k].size());
+        }
+        ++pc;
+        break;
+      }
+      case Code::Collective: {
+        const auto& op = desc.ops[(size_t)in.a];
+        if ((int)active.size() != R)
+          throw RunError(op.type + " op '" + op.name + "': a collective inside a conditional "
+                         "whose replicas took different branches (only " +
+                         std::to_string(active.size()) + " of " + std::to_string(R) +
+                         " replicas reached it)");
+        std::vector<State*> all;
+        for (auto& s : states_) all.push_back(s.get());
+        run_collective(op, all);
+        ++pc;
+        break;
+      }
+      case Code::RemoteLoad:
+      case Code::RemoteStore: {
+        const auto& op = desc.ops[(size_t)in.a];
+        const auto& rb = desc.remote_buffers[(size_t)op.remote_buffer];
+        const size_t bytes = rb.entry_bytes();
+        for (State* s : active) {
+          int64_t entry = 0;
+          if (op.in[1] >= 0) entry = scalar_index(s->refs[(size_t)op.in[1]]);
+          if (entry < 0 || entry >= rb.entries)
+            throw RunError(op.type + " op '" + op.name + "': offset " + std::to_string(entry) +
+                           " is out of range for remote buffer '" + rb.name + "' of " +
+                           std::to_string(rb.entries) + " entries (replica " +
+                           std::to_string(s->replica) + ")");
+          uint8_t* slot = s->remote[(size_t)op.remote_buffer].data() + (size_t)entry * bytes;
+          if (in.code == Code::RemoteLoad)
+            std::memcpy(s->refs[(size_t)op.out[0]].data, slot, bytes);
+          else
+            std::memcpy(slot, s->refs[(size_t)op.in[0]].data, bytes);
+        }
         ++pc;
         break;
       }
@@ -170,7 +274,8 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
     auto& b = bindings[s];
     used[s] = b.cursor;
     if (!desc_->streams[s].host_to_device && b.data && b.cursor < b.items)
-      std::memset(b.data + b.cursor * b.item_bytes, 0, (size_t)(b.items - b.cursor) * b.item_bytes);
+      std::memset(b.data + b.cursor * states_.size() * b.item_bytes, 0,
+                  (size_t)(b.items - b.cursor) * states_.size() * b.item_bytes);
   }
   return used;
 }
@@ -187,24 +292,62 @@ void Engine::run_weights_program(bool from_host) {
   state_defined_ = true;
 }
 
-void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes) {
-  desc_->check_tensor(tensor, "write_tensor");
-  State& s = state();
-  auto& r = s.refs[(size_t)tensor];
-  if (nbytes != r.nbytes())
-    throw Error("write_tensor '" + r.name + "': got " + std::to_string(nbytes) +
-                " bytes, expected " + std::to_string(r.nbytes()));
-  if (r.data != src) std::memcpy(r.data, src, nbytes);  // equal: bound to the host array
-  s.host_write_epoch++;  // kernels' caches of host-only tensors are stale either way
+void Engine::check_replica(int replica, const char* what) const {
+  if (replica < 0 || replica >= (int)states_.size())
+    throw Error(std::string(what) + ": replica " + std::to_string(replica) + " is out of range [0, " +
+                std::to_string(states_.size()) + ")");
 }
 
-void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes) const {
+void Engine::write_tensor(int tensor, const uint8_t* src, size_t nbytes, int replica) {
+  desc_->check_tensor(tensor, "write_tensor");
+  if (replica >= 0) check_replica(replica, "write_tensor");
+  const auto& want = states_[0]->refs[(size_t)tensor];
+  if (nbytes != want.nbytes())
+    throw Error("write_tensor '" + want.name + "': got " + std::to_string(nbytes) +
+                " bytes, expected " + std::to_string(want.nbytes()));
+  for (auto& sp : states_) {
+    State& s = *sp;
+    if (replica >= 0 && s.replica != replica) continue;
+    auto& r = s.refs[(size_t)tensor];
+    if (r.data != src) std::memcpy(r.data, src, nbytes);  // equal: bound to the host array
+    s.host_write_epoch++;  // kernels' caches of host-only tensors are stale either way
+  }
+}
+
+void Engine::read_tensor(int tensor, uint8_t* dst, size_t nbytes, int replica) const {
   desc_->check_tensor(tensor, "read_tensor");
-  const auto& r = state().refs[(size_t)tensor];
+  check_replica(replica, "read_tensor");
+  const auto& r = states_[(size_t)replica]->refs[(size_t)tensor];
   if (nbytes != r.nbytes())
     throw Error("read_tensor '" + r.name + "': got " + std::to_string(nbytes) +
                 " bytes, expected " + std::to_string(r.nbytes()));
   if (dst != r.data) std::memcpy(dst, r.data, nbytes);
+}
+
+uint8_t* Engine::remote_slot(int buffer, int64_t entry, int replica, size_t nbytes,
+                             const char* what) const {
+  if (buffer < 0 || buffer >= (int)desc_->remote_buffers.size())
+    throw Error(std::string(what) + ": no remote buffer " + std::to_string(buffer));
+  check_replica(replica, what);
+  const auto& rb = desc_->remote_buffers[(size_t)buffer];
+  if (entry < 0 || entry >= rb.entries)
+    throw Error(std::string(what) + ": entry " + std::to_string(entry) +
+                " is out of range for remote buffer '" + rb.name + "' of " +
+                std::to_string(rb.entries) + " entries");
+  if (nbytes != rb.entry_bytes())
+    throw Error(std::string(what) + " '" + rb.name + "': got " + std::to_string(nbytes) +
+                " bytes, an entry has " + std::to_string(rb.entry_bytes()));
+  return states_[(size_t)replica]->remote[(size_t)buffer].data() + (size_t)entry * nbytes;
+}
+
+void Engine::write_remote(int buffer, int64_t entry, int replica, const uint8_t* src,
+                          size_t nbytes) {
+  std::memcpy(remote_slot(buffer, entry, replica, nbytes, "write_remote"), src, nbytes);
+}
+
+void Engine::read_remote(int buffer, int64_t entry, int replica, uint8_t* dst,
+                         size_t nbytes) const {
+  std::memcpy(dst, remote_slot(buffer, entry, replica, nbytes, "read_remote"), nbytes);
 }
 
 bool Engine::program_writes(int tensor) const {
@@ -219,6 +362,8 @@ void Engine::bind_external(int tensor, uint8_t* data, size_t nbytes) {
   auto& r = s.refs[(size_t)tensor];
   if (td.kind != TensorKind::Variable || td.graph != main_graph_ || al_.root[(size_t)tensor] != tensor)
     throw Error("bind_external '" + r.name + "': only a main-graph variable can use host memory");
+  if (states_.size() != 1)
+    throw Error("bind_external '" + r.name + "': replicated programs keep their own storage");
   if (nbytes != r.nbytes())
     throw Error("bind_external '" + r.name + "': got " + std::to_string(nbytes) +
                 " bytes, expected " + std::to_string(r.nbytes()));

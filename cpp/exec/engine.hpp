@@ -21,7 +21,7 @@ namespace ipuxl {
 struct StreamBinding {
   uint8_t* data = nullptr;
   int64_t items = 0;     // how many transfers the host array holds
-  size_t item_bytes = 0;
+  size_t item_bytes = 0;  // bytes of one replica's tensor; a transfer holds one per replica
   int64_t cursor = 0;    // transfers used so far in this run
 };
 
@@ -51,8 +51,14 @@ class Engine {
     return s >= 0 && s < num_streams() && desc_->streams[(size_t)s].host_to_device;
   }
 
-  void write_tensor(int tensor, const uint8_t* src, size_t nbytes);
-  void read_tensor(int tensor, uint8_t* dst, size_t nbytes) const;
+  // Host access to a tensor of one replica's state (write: replica -1 writes
+  // every replica).
+  void write_tensor(int tensor, const uint8_t* src, size_t nbytes, int replica = -1);
+  void read_tensor(int tensor, uint8_t* dst, size_t nbytes, int replica = 0) const;
+  // Host access to one entry of a remote buffer of one replica.
+  void write_remote(int buffer, int64_t entry, int replica, const uint8_t* src, size_t nbytes);
+  void read_remote(int buffer, int64_t entry, int replica, uint8_t* dst, size_t nbytes) const;
+  int replicas() const { return (int)states_.size(); }
   // True when some op of the program writes the tensor's storage.
   bool program_writes(int tensor) const;
   // Moves a main-graph variable's storage to caller-owned memory of the
@@ -78,6 +84,9 @@ class Engine {
 
  private:
   State& state() const { return *states_[0]; }
+  void check_replica(int replica, const char* what) const;
+  uint8_t* remote_slot(int buffer, int64_t entry, int replica, size_t nbytes,
+                       const char* what) const;
   void execute(int program, std::vector<StreamBinding>& streams);
 
   std::shared_ptr<const ProgramDesc> desc_;

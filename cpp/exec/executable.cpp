@@ -51,6 +51,7 @@ class Compiler {
         x_.code[at].b = pc();
         node(n.body[1], fn_entry);
         x_.code[jump].a = pc();
+        x_.code[at].n = pc();
         return;
       }
       case NodeKind::StreamIn:
@@ -62,6 +63,15 @@ class Compiler {
       case NodeKind::Carry:
         x_.carries.push_back(CarryPlan{n.carry_direct, n.carry_staged});
         emit({Code::Carry, (int32_t)x_.carries.size() - 1});
+        return;
+      case NodeKind::Collective:
+        emit({Code::Collective, n.op});
+        return;
+      case NodeKind::RemoteLoad:
+        emit({Code::RemoteLoad, n.op});
+        return;
+      case NodeKind::RemoteStore:
+        emit({Code::RemoteStore, n.op});
         return;
     }
   }

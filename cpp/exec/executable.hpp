@@ -22,11 +22,14 @@ enum class Code : uint8_t {
   Ret,
   RepeatBegin,  // a: counter slot, b: pc after the loop, n: trip count
   RepeatEnd,    // a: counter slot, b: first pc of the body
-  If,           // a: condition tensor, b: pc of the else part
+  If,           // a: condition tensor, b: pc of the else part, n: pc after the If
   Jump,         // a: target pc
   StreamIn,     // a: stream, b: tensor
   StreamOut,    // a: stream, b: tensor
   Carry,        // a: carry table
+  Collective,   // a: op
+  RemoteLoad,   // a: op
+  RemoteStore,  // a: op
   End,          // end of a program
 };
 

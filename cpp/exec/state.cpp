@@ -39,8 +39,9 @@ std::unique_ptr<Kernel> build_kernel(const ProgramDesc& desc, const Aliasing& al
 std::unique_ptr<State> make_state(const ProgramDesc& desc, const Aliasing& al,
                                   const MemoryPlan& plan, const Executable& exe,
                                   const std::vector<int>& skipped_ops,
-                                  const std::set<int>& program_written) {
+                                  const std::set<int>& program_written, int replica) {
   auto s = std::make_unique<State>();
+  s->replica = replica;
   const auto& ts = desc.tensors;
   // Zeroed, 64-byte aligned storage. calloc hands large blocks straight from
   // fresh (lazily zeroed) pages, so buffers that are never touched -- a
@@ -86,7 +87,16 @@ std::unique_ptr<State> make_state(const ProgramDesc& desc, const Aliasing& al,
   for (size_t c = 0; c < exe.carries.size(); ++c)
     for (auto [src, dst] : exe.carries[c].staged)
       s->carry_bufs[c].emplace_back(desc.tensors[src].nbytes());
-  s->counters.assign((size_t)exe.num_counters, 0);
+  for (const auto& rb : desc.remote_buffers) {
+    const size_t bytes = (size_t)rb.entries * rb.entry_bytes();
+    s->remote.emplace_back();
+    try {
+      s->remote.back().assign(bytes, 0);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory("out of host memory for remote buffer '" + rb.name + "' (" +
+                        std::to_string(bytes) + " bytes of Streaming Memory)");
+    }
+  }
   return s;
 }
 

@@ -23,7 +23,9 @@ struct State {
   std::vector<uint8_t*> home;                    // each root's own storage
   std::vector<std::unique_ptr<Kernel>> kernels;  // one per kernel slot
   std::vector<std::vector<std::vector<uint8_t>>> carry_bufs;  // per carry, per staged pair
-  std::vector<int64_t> counters;                 // repeat trip counters
+  // This replica's Streaming Memory: per remote buffer, entries x entry bytes.
+  std::vector<std::vector<uint8_t>> remote;
+  int replica = 0;
   std::map<int, uint8_t*> arena_home;            // bound variables' arena storage
   uint64_t host_write_epoch = 1;
 };
@@ -36,6 +38,6 @@ struct State {
 std::unique_ptr<State> make_state(const ProgramDesc& desc, const Aliasing& al,
                                   const MemoryPlan& plan, const Executable& exe,
                                   const std::vector<int>& skipped_ops,
-                                  const std::set<int>& program_written);
+                                  const std::set<int>& program_written, int replica);
 
 }  // namespace ipuxl

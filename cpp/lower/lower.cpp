@@ -68,6 +68,16 @@ class Lowering {
         }
         return s;
       }
+      case OpKind::Collective:
+      case OpKind::RemoteLoad:
+      case OpKind::RemoteStore: {
+        Node n;
+        n.kind = op.kind == OpKind::Collective ? NodeKind::Collective
+                 : op.kind == OpKind::RemoteLoad ? NodeKind::RemoteLoad
+                                                 : NodeKind::RemoteStore;
+        n.op = op_id;
+        return n;
+      }
       case OpKind::Call:
       case OpKind::Repeat: return lower_call(op_id);
       case OpKind::If: return lower_if(op_id);
@@ -291,6 +301,30 @@ void describe_node(std::ostream& os, const Node& n, const Lowered& low, const Pr
       os << "Copy(loop carry: " << n.carry_direct.size() << " direct, " << n.carry_staged.size()
          << " staged)\n";
       return;
+    case NodeKind::Collective: {
+      const auto& op = d.ops[n.op];
+      static const char* kinds[] = {"AllReduce", "AllGather", "ReduceScatter"};
+      static const char* reds[] = {"add", "mean", "mul", "min", "max", "and", "or", "square_add",
+                                   "local"};
+      pad(os, indent);
+      os << "Collective(" << kinds[(int)op.collective.kind] << " "
+         << reds[(int)op.collective.op] << ": " << T[op.in[0]].name << " -> "
+         << T[op.out[0]].name << ")" << placement_note(d, op) << "\n";
+      return;
+    }
+    case NodeKind::RemoteLoad:
+    case NodeKind::RemoteStore: {
+      const auto& op = d.ops[n.op];
+      const auto& rb = d.remote_buffers[(size_t)op.remote_buffer];
+      std::string at = op.in[1] >= 0 ? T[op.in[1]].name : std::string("0");
+      pad(os, indent);
+      if (n.kind == NodeKind::RemoteLoad)
+        os << "RemoteCopy(" << rb.name << "[" << at << "] -> " << T[op.out[0]].name << ")";
+      else
+        os << "RemoteCopy(" << T[op.in[0]].name << " -> " << rb.name << "[" << at << "])";
+      os << placement_note(d, op) << "\n";
+      return;
+    }
   }
 }
 
@@ -308,6 +342,9 @@ void count_node(const Node& n, std::map<std::string, int64_t>& c) {
     case NodeKind::Carry:
       c["Copy"] += (int64_t)(n.carry_direct.size() + 2 * n.carry_staged.size());
       break;
+    case NodeKind::Collective: c["Collective"]++; break;
+    case NodeKind::RemoteLoad:
+    case NodeKind::RemoteStore: c["RemoteCopy"]++; break;
   }
   for (const auto& b : n.body) count_node(b, c);
 }

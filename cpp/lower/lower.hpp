@@ -23,7 +23,12 @@
 
 namespace ipuxl {
 
-enum class NodeKind { Sequence, Execute, Copy, Bind, Call, Repeat, If, StreamIn, StreamOut, Carry };
+enum class NodeKind {
+  Sequence, Execute, Copy, Bind, Call, Repeat, If, StreamIn, StreamOut, Carry,
+  Collective,   // op: a collective across replicas
+  RemoteLoad,   // op: Streaming Memory -> tensor
+  RemoteStore,  // op: tensor -> Streaming Memory
+};
 
 // Points every tensor of `group` (one storage root of a called graph) at the
 // caller tensor `to`, or back at the group's own storage when `to` is -1.

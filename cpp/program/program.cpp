@@ -95,6 +95,15 @@ int ProgramDesc::add_stream(const std::string& name, DType dtype, const Shape& s
   return (int)streams.size() - 1;
 }
 
+int ProgramDesc::add_remote_buffer(const std::string& name, DType dtype, const Shape& shape,
+                                   int64_t entries) {
+  for (auto d : shape)
+    if (d < 0) throw Error("remote buffer '" + name + "' has a negative dimension " + shape_str(shape));
+  if (entries < 1) throw Error("remote buffer '" + name + "' needs at least one entry");
+  remote_buffers.push_back(RemoteBufferDesc{name, dtype, shape, entries});
+  return (int)remote_buffers.size() - 1;
+}
+
 void ProgramDesc::set_graph_io(int graph, std::vector<int> inputs, std::vector<int> outputs) {
   check_graph(graph, "set_graph_io");
   for (int t : inputs) check_tensor(t, "graph input");
@@ -187,6 +196,70 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
         for (size_t i = 0; i < op.out.size(); ++i) match(op.out[i], g.outputs[i], "output");
       }
       if (!op.modified.empty()) fail("a conditional cannot write its inputs");
+      return;
+    }
+    case OpKind::Collective: {
+      if (op.in.size() != 1 || op.in[0] < 0 || op.out.size() != 1)
+        fail("a collective has one input and one output");
+      const auto& c = op.collective;
+      if (!c.group_of.empty() && (int)c.group_of.size() != replicas)
+        fail("the replica grouping names " + std::to_string(c.group_of.size()) +
+             " replicas, the program has " + std::to_string(replicas));
+      std::vector<int> size;
+      for (int r = 0; r < replicas; ++r) {
+        int g = c.group_of.empty() ? 0 : c.group_of[(size_t)r];
+        if (g < 0 || g >= replicas) fail("bad group id " + std::to_string(g));
+        if ((int)size.size() <= g) size.resize((size_t)g + 1, 0);
+        size[(size_t)g]++;
+      }
+      int gsize = size.empty() ? 1 : size[0];
+      for (int s : size)
+        if (s != gsize) fail("replica groups must all have the same size");
+      const auto &in = tensors[op.in[0]], &out = tensors[op.out[0]];
+      if (in.dtype != out.dtype) fail("input and output dtypes differ");
+      const int64_t n = in.nelms(), m = out.nelms();
+      switch (c.kind) {
+        case CollectiveKind::AllReduce:
+          if (m != n) fail("an all-reduce keeps the element count");
+          if (c.op == ReduceOp::Local) fail("an all-reduce needs a reduction");
+          break;
+        case CollectiveKind::AllGather:
+          if (m != n * gsize)
+            fail("an all-gather over groups of " + std::to_string(gsize) + " gives " +
+                 std::to_string(n * gsize) + " elements, the output has " + std::to_string(m));
+          break;
+        case CollectiveKind::ReduceScatter:
+          if (m != (n + gsize - 1) / gsize)
+            fail("a reduce-scatter over groups of " + std::to_string(gsize) + " gives " +
+                 std::to_string((n + gsize - 1) / gsize) + " elements, the output has " +
+                 std::to_string(m));
+          break;
+      }
+      return;
+    }
+    case OpKind::RemoteLoad:
+    case OpKind::RemoteStore: {
+      if (op.remote_buffer < 0 || op.remote_buffer >= (int)remote_buffers.size())
+        fail("unknown remote buffer");
+      const auto& rb = remote_buffers[(size_t)op.remote_buffer];
+      const bool load = op.kind == OpKind::RemoteLoad;
+      // RemoteLoad: in = [destination or -1, offset or -1], out = [value].
+      // RemoteStore: in = [value, offset or -1], out = [].
+      if (op.in.size() != 2 || op.out.size() != (load ? 1u : 0u))
+        fail(load ? "expected inputs (destination, offset) and one output"
+                  : "expected inputs (tensor, offset) and no output");
+      int t = load ? op.out[0] : op.in[0];
+      if (t < 0) fail("missing tensor");
+      const auto& r = tensors[t];
+      if (r.dtype != rb.dtype || r.shape != rb.shape)
+        fail("tensor '" + r.name + "' " + sig(r) + " does not match remote buffer '" + rb.name +
+             "' " + dtype_name(rb.dtype) + shape_str(rb.shape));
+      if (op.in[1] >= 0) {
+        const auto& o = tensors[op.in[1]];
+        if (o.nelms() != 1 || !(o.dtype == DType::Int32 || o.dtype == DType::UInt32 ||
+                                o.dtype == DType::Int64 || o.dtype == DType::UInt64))
+          fail("the offset '" + o.name + "' must be an integer scalar");
+      }
       return;
     }
     case OpKind::HostLoad:

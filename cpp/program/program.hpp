@@ -34,7 +34,47 @@ struct OutOfMemory : std::runtime_error {
 enum class TensorKind : int { Intermediate = 0, Input = 1, Constant = 2, Variable = 3 };
 
 // How the lowering treats an op: run by a kernel, or as program structure.
-enum class OpKind : int { Kernel = 0, Call = 1, Repeat = 2, If = 3, HostLoad = 4, HostStore = 5 };
+enum class OpKind : int {
+  Kernel = 0,
+  Call = 1,
+  Repeat = 2,
+  If = 3,
+  HostLoad = 4,
+  HostStore = 5,
+  Collective = 6,   // across replicas: CollectiveDesc says which
+  RemoteLoad = 7,   // from a remote buffer (Streaming Memory) into a tensor
+  RemoteStore = 8,  // from a tensor into a remote buffer
+};
+constexpr int kNumOpKinds = 9;
+
+// What a Collective op computes, over the replicas of each group.
+enum class CollectiveKind : int {
+  AllReduce = 0,      // out = reduce(in) over the group; out has in's shape
+  AllGather = 1,      // out = the group's inputs concatenated in rank order
+  ReduceScatter = 2,  // out = rank k's slice of reduce(in) (in padded with zeros)
+};
+// Reductions: PopXL's CollectiveOps, plus Local (no reduction: a replica
+// keeps its own slice).
+enum class ReduceOp : int { Add = 0, Mean = 1, Mul = 2, Min = 3, Max = 4, LogicalAnd = 5,
+                            LogicalOr = 6, SquareAdd = 7, Local = 8 };
+
+struct CollectiveDesc {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceOp op = ReduceOp::Add;
+  // Group of each replica (replica index -> group id); members of a group in
+  // ascending replica order have ranks 0, 1, ... Empty: one group of all.
+  std::vector<int> group_of;
+};
+
+// A remote buffer: `entries` slots of one tensor shape per replica, held in
+// Streaming Memory (host memory on the simulator), apart from device memory.
+struct RemoteBufferDesc {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  int64_t entries = 1;
+  size_t entry_bytes() const { return (size_t)shape_nelms(shape) * dtype_size(dtype); }
+};
 
 enum class TileSet : int { Compute = 0, IO = 1 };
 
@@ -88,6 +128,8 @@ struct OpRecord {
   Placement placement;
   ExecContext context = ExecContext::Normal;
   int stream = -1;          // HostLoad / HostStore
+  int remote_buffer = -1;   // RemoteLoad / RemoteStore
+  CollectiveDesc collective;  // Collective
   int64_t trip_count = 0;   // Repeat
   // If: for each branch, the indices into `in` feeding the branch's inputs.
   std::vector<std::vector<int>> branch_inputs;
@@ -129,6 +171,8 @@ class ProgramDesc {
   void set_tensor_data(int tensor, const uint8_t* data, size_t nbytes);
   int add_op(OpRecord op);
   int add_stream(const std::string& name, DType dtype, const Shape& shape, bool h2d);
+  int add_remote_buffer(const std::string& name, DType dtype, const Shape& shape,
+                        int64_t entries);
   void set_graph_io(int graph, std::vector<int> inputs, std::vector<int> outputs);
 
   // Checks every structural fact later layers rely on (call arities and
@@ -142,6 +186,8 @@ class ProgramDesc {
   std::vector<TensorDesc> tensors;
   std::vector<OpRecord> ops;
   std::vector<StreamDesc> streams;
+  std::vector<RemoteBufferDesc> remote_buffers;
+  int replicas = 1;  // replicas of this program in this process
 
   void check_graph(int g, const char* what) const;
   void check_tensor(int t, const char* what) const;

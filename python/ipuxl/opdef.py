@@ -43,7 +43,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 __all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS", "MODEL_CLASSES"]
 
 #: Op kinds, in the order of the C++ core's ``OpKind``.
-KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store")
+KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store", "collective",
+         "remote_load", "remote_store")
 #: Cost classes of the IPU model (see the module docstring).
 MODEL_CLASSES = ("elementwise", "matmul", "reduce", "softmax", "loss", "gather", "scatter",
                  "copy", "view", "fill", "random", "sort", "scan", "print", "code_load") + KINDS[1:]

@@ -66,8 +66,13 @@ def faithful_entry(op) -> Entry:
     d = get_opdef(op.type)
     kind = d.kind
     stream, trip, branches, attrs = -1, 0, (), {}
+    remote, collective = None, None
     if kind == "kernel":
         attrs = _kernel_attrs(op)
+    elif kind in ("remote_load", "remote_store"):
+        remote = op.attrs["_remote_buffer"]
+    elif kind == "collective":
+        collective = op.attrs["_collective"]
     elif kind in ("host_load", "host_store"):
         stream = op.attrs["_stream"]
     elif kind == "repeat":
@@ -75,15 +80,24 @@ def faithful_entry(op) -> Entry:
     elif kind == "if":
         branches = (list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"]))
     return Entry(op, kind, d.kernel, op.inputs, op.outputs, attrs, op.aliases, op.modified,
-                 d.side_effects, op.called_graphs, stream, trip, branches)
+                 d.side_effects, op.called_graphs, stream, trip, branches,
+                 remote_buffer=remote, collective=collective)
 
 
 def lower(ir) -> Program:
     """The faithful program of ``ir`` (see the module docstring)."""
     graphs = _reachable_graphs(ir)
     entries = {g: [faithful_entry(op) for op in g._ops] for g in graphs}
+    # Remote buffers: those the Ir created, then any an op uses, in order.
+    remote, seen = [], set()
+    for rb in list(getattr(ir, "_remote_buffers", ())) + [
+            e.remote_buffer for g in graphs for e in entries[g] if e.remote_buffer is not None]:
+        if id(rb) not in seen:
+            seen.add(id(rb))
+            remote.append(rb)
     return Program(ir, graphs, entries, {g: list(g._inputs) for g in graphs},
-                   {g: list(g._outputs) for g in graphs}, sorted(ir._streams))
+                   {g: list(g._outputs) for g in graphs}, sorted(ir._streams), remote,
+                   ir.instance_replication_factor)
 
 
 class LoweredProgram:

@@ -35,11 +35,11 @@ class Entry:
 
     __slots__ = ("op", "type", "kind", "kernel", "inputs", "outputs", "attrs", "aliases",
                  "modified", "side_effects", "graphs", "stream", "trip_count", "branch_inputs",
-                 "skip")
+                 "skip", "remote_buffer", "collective")
 
     def __init__(self, op, kind, kernel, inputs, outputs, attrs, aliases, modified,
                  side_effects, graphs=(), stream=-1, trip_count=0, branch_inputs=(),
-                 skip=False, type=None):  # noqa: A002
+                 skip=False, type=None, remote_buffer=None, collective=None):  # noqa: A002
         self.op = op
         self.type = type or op.type
         self.kind = kind
@@ -55,6 +55,10 @@ class Entry:
         self.trip_count = trip_count
         self.branch_inputs = [list(b) for b in branch_inputs]
         self.skip = skip
+        #: remote_load / remote_store: the RemoteBuffer.
+        self.remote_buffer = remote_buffer
+        #: collective: (kind code, reduction code, group of each replica).
+        self.collective = collective
 
     def copy(self) -> "Entry":
         e = object.__new__(Entry)
@@ -85,8 +89,11 @@ class Program:
     """Graphs (``graphs[0]`` is the main graph), each graph's entries, inputs
     and outputs, and the host streams."""
 
-    def __init__(self, ir, graphs, entries, graph_inputs, graph_outputs, streams):
+    def __init__(self, ir, graphs, entries, graph_inputs, graph_outputs, streams,
+                 remote_buffers=(), replicas: int = 1):
         self.ir = ir
+        self.remote_buffers: List = list(remote_buffers)
+        self.replicas = replicas
         self.graphs: List = graphs
         self.entries: Dict[object, List[Entry]] = entries
         self.graph_inputs: Dict[object, list] = graph_inputs
@@ -98,7 +105,8 @@ class Program:
         p = Program(self.ir, list(self.graphs),
                     {g: [e.copy() for e in es] for g, es in self.entries.items()},
                     {g: list(v) for g, v in self.graph_inputs.items()},
-                    {g: list(v) for g, v in self.graph_outputs.items()}, list(self.streams))
+                    {g: list(v) for g, v in self.graph_outputs.items()}, list(self.streams),
+                    self.remote_buffers, self.replicas)
         p.synthetic = list(self.synthetic)
         return p
 
@@ -120,6 +128,12 @@ def to_desc(prog: Program, with_data: bool = True):
     from ..tensor import Constant, Variable
 
     desc = core.ProgramDesc()
+    desc.replicas = prog.replicas
+    remote_index = {}
+    for i, rb in enumerate(prog.remote_buffers):
+        remote_index[id(rb)] = desc.add_remote_buffer(
+            getattr(rb, "_name", f"remote_buffer_{i}"), rb.tensor_dtype._core_code,
+            list(rb.tensor_shape), int(rb.entries))
     stream_index = {}
     for s in prog.streams:
         stream_index[s] = desc.add_stream(s.tensor_id, s.dtype._core_code, list(s.shape),
@@ -162,7 +176,10 @@ def to_desc(prog: Program, with_data: bool = True):
                         context=EXEC_CONTEXTS.index(op.execution_context),
                         stream=stream_index[e.stream] if e.stream != -1 else -1,
                         trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip,
-                        cost_class=_cost_class(e.type))
+                        cost_class=_cost_class(e.type),
+                        remote_buffer=remote_index[id(e.remote_buffer)]
+                        if e.remote_buffer is not None else -1,
+                        **_collective_fields(e.collective))
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index
@@ -177,8 +194,16 @@ def _cost_class(op_type: str) -> str:
     return d.model if d is not None else ""
 
 
+def _collective_fields(c) -> dict:
+    if c is None:
+        return {}
+    kind, op, group_of = c
+    return {"collective_kind": int(kind), "reduce_op": int(op), "group_of": list(group_of)}
+
+
 _KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",
-                                           "host_store"))}
+                                           "host_store", "collective", "remote_load",
+                                           "remote_store"))}
 
 
 def stream_of(e: Entry) -> Optional[object]:
