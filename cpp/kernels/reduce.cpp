@@ -260,10 +260,12 @@ KernelFactory reduce_factory(Kind kind) {
                 const int64_t n_out = plan->n_out, n_red = plan->n_red;
                 std::vector<double> acc((size_t)n_out, 0.0);
                 double* A = acc.data();
-                for (int64_t r = 0; r < n_red; ++r) {
-                  const T* row = I + r * n_out;
-                  for (int64_t o = 0; o < n_out; ++o) A[o] += (double)row[o];
-                }
+                isa::run([&](int64_t r0, int64_t r1) {  // vectorised per instruction-set level
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const T* row = I + r * n_out;
+                    for (int64_t o = 0; o < n_out; ++o) A[o] += (double)row[o];
+                  }
+                }, 0, n_red);
                 for (int64_t o = 0; o < n_out; ++o)
                   O[o] = (T)(kind == Kind::Mean ? A[o] / (double)n_red : A[o]);
                 return;

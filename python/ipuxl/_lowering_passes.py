@@ -333,24 +333,19 @@ def _fold_one(p, u, lowered, graph_inputs, graph_outputs, sites, new_input) -> b
     return True
 
 
-#: Largest batch (rows of G) the fused input-gradient + update kernel takes:
-#: beyond it the two products are compute-bound and the GEMMs are faster.
-FUSED_MAX_BATCH = 16
-#: Narrowest W (columns) worth fusing: the kernel works on rows of W in
-#: 16-float vectors, and a narrow W (the 10-class output layer) is cheap anyway.
-FUSED_MIN_COLS = 64
-
-
 def _is_shallow_update(u: Entry) -> bool:
     """``W = beta*W + alpha * X^T @ G`` (a folded update), ``X`` [B, M],
-    ``G`` [B, N], ``W`` [M, N], B at most FUSED_MAX_BATCH."""
+    ``G`` [B, N], ``W`` [M, N], at a shape where the core's fused kernel is
+    faster than the two GEMMs (``_core.prefer_fused_input_grad_update``:
+    measured rules per instruction-set level)."""
     if u.type != "MatMul" or u.attrs.get("epilogue") != "accumulate" or len(u.inputs) != 3:
         return False
     if u.attrs.get("trans_lhs", 0) != 1 or u.attrs.get("trans_rhs", 0) != 0:
         return False
     x, g, w = u.inputs
-    return (x.shape[0] == g.shape[0] <= FUSED_MAX_BATCH and g.shape[1] >= FUSED_MIN_COLS
-            and tuple(w.shape) == (x.shape[1], g.shape[1]))
+    from ._core_loader import core  # noqa: PLC0415
+    return (x.shape[0] == g.shape[0] and tuple(w.shape) == (x.shape[1], g.shape[1])
+            and core.prefer_fused_input_grad_update(g.shape[0], w.shape[0], w.shape[1]))
 
 
 def fuse_input_grads_with_updates(entries: List[Entry]) -> int:
