@@ -6,10 +6,15 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#endif
 
 #include "gemm.hpp"
 #include "isa.hpp"
@@ -103,11 +108,39 @@ std::pair<double, double> race(F1&& a, F2&& b, int rounds) {
   return {ta, tb};
 }
 
+// Scratch operands of a measurement, mapped and unmapped directly: through
+// malloc, freeing them would raise glibc's mmap threshold and leave later
+// allocations (and their pages) in the heap for good.
+struct Mapped {
+  float* p = nullptr;
+  size_t bytes = 0;
+  explicit Mapped(size_t n) : bytes(std::max<size_t>(n, 1) * sizeof(float)) {
+#if defined(__unix__) || defined(__APPLE__)
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    p = static_cast<float*>(m);
+#else
+    p = new float[bytes / sizeof(float)];
+#endif
+  }
+  ~Mapped() {
+#if defined(__unix__) || defined(__APPLE__)
+    munmap(p, bytes);
+#else
+    delete[] p;
+#endif
+  }
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+  float* data() { return p; }
+  size_t size() const { return bytes / sizeof(float); }
+};
+
 SgemmImpl measure(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool packed) {
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  std::vector<float> A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
-  for (size_t i = 0; i < A.size(); ++i) A[i] = 0.25f + (float)(i % 7) * 0.125f;
-  for (size_t i = 0; i < B.size(); ++i) B[i] = 0.5f - (float)(i % 5) * 0.125f;
+  Mapped A((size_t)(M * K)), B((size_t)(K * N)), C((size_t)(M * N));
+  for (size_t i = 0; i < A.size(); ++i) A.data()[i] = 0.25f + (float)(i % 7) * 0.125f;
+  for (size_t i = 0; i < B.size(); ++i) B.data()[i] = 0.5f - (float)(i % 5) * 0.125f;
   std::unique_ptr<gemm::PackedB> pb;
   if (packed) pb = std::make_unique<gemm::PackedB>(tb, K, N, B.data(), ldb);
   auto core = [&](int reps) {
@@ -177,8 +210,27 @@ bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols) {
     if (*e && std::strcmp(e, "auto") != 0)
       throw Error(std::string("IPUXL_FUSED_UPDATE=") + e + " is not one of auto, always, never");
   }
-  // Placeholder rule until measured per level (bench/fused_update.py).
-  return cols >= 64;
+  // Rules from bench/fused_update.py (Zen 4, 2 threads, 20th percentiles of
+  // alternating calls; see bench/README.md). Fusing saves a second read and
+  // a write of W, so it pays where moving W dominates: a large W, a small
+  // batch. Short rows lose (B horizontal sums per row of W, and the GEMMs'
+  // register tiles are better used), and so does a batch of 16 on a W of
+  // 2^16 elements or fewer.
+  const int64_t elems = rows * cols;
+  switch (isa::current()) {
+    case isa::Level::AVX512:
+      // 1.03-1.2x for 512- and 784x512 at batches 1-16 and 64x1024 at 1-8;
+      // 0.6-0.95x for W of 96x96 to 1024x64.
+      return cols >= 256 && elems >= (1 << 16) && (batch <= 8 || elems >= (1 << 18));
+    case isa::Level::AVX2:
+      // 1.0-1.2x at batches 4-8 (1.5-1.8x for 64x1024); 0.8-0.9x at batch 1
+      // (the GEMMs' dot-product path) and at 16.
+      return cols >= 256 && elems >= (1 << 16) && batch >= 2 && batch <= 8;
+    default:
+      // 4-wide vectors: the GEMMs are slow, fusing wins 1.0-3.9x except a
+      // batch of 16 on a small W (0.7-0.8x) and 10-column outputs.
+      return cols >= 64 && (batch <= 8 || elems >= (1 << 18));
+  }
 }
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

@@ -45,18 +45,32 @@ def _load_core():
 def _install_blas(mod) -> str:
     if os.environ.get("IPUXL_NO_BLAS"):
         return f"ipuxl packed GEMM ({mod.isa()})"
+    # A level forced below the CPU's best (IPUXL_ISA) holds for the library
+    # too: OpenBLAS then runs its kernels for that level (Haswell: AVX2+FMA;
+    # Nehalem: SSE), so the per-shape choice compares like with like. The
+    # setting is read when the library loads (importing scipy_openblas32
+    # loads it); the user's own OPENBLAS_CORETYPE wins.
+    coretype = {"avx2": "Haswell", "sse": "Nehalem"}.get(mod.isa())
+    set_coretype = (coretype is not None and mod.isa() != mod.isa_levels()[-1]
+                    and "OPENBLAS_CORETYPE" not in os.environ)
+    if set_coretype:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
     try:
-        import scipy_openblas32 as sob
-    except ImportError:
-        return f"ipuxl packed GEMM ({mod.isa()})"
-    import glob  # noqa: PLC0415
+        try:
+            import scipy_openblas32 as sob
+        except ImportError:
+            return f"ipuxl packed GEMM ({mod.isa()})"
+        import glob  # noqa: PLC0415
 
-    lib_dir = sob.get_lib_dir()
-    cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
-                   glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))
-    if not cands:
-        return f"ipuxl packed GEMM ({mod.isa()})"
-    lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+        lib_dir = sob.get_lib_dir()
+        cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
+                       glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))
+        if not cands:
+            return f"ipuxl packed GEMM ({mod.isa()})"
+        lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+    finally:
+        if set_coretype:
+            del os.environ["OPENBLAS_CORETYPE"]
     prefix = sob.get_prefix() if hasattr(sob, "get_prefix") else "scipy_"
     fn = getattr(lib, f"{prefix}cblas_sgemm", None)
     if fn is None:
