@@ -81,11 +81,10 @@ def test_fma_peak_probe(level):
         core.fma_peak("avx9000", 1, 0.005)
 
 
-# The GEMM and matmul tests (all GEMM paths, the fused input-gradient update,
-# the folded updates) and the float32 SGD update; the elementwise copies are
-# covered by test_levels_agree_with_each_other_and_float64 below.
-LEVEL_TESTS = ["test_gemm.py", "test_input_grad_update_fusion.py", "test_update_folding.py",
-               "ops/test_scaled_add.py"]
+# The GEMM tests (every GEMM path) and the fused input-gradient update's;
+# the elementwise copies, the folded updates and the SGD updates are covered
+# by test_levels_agree_with_each_other_and_float64 below.
+LEVEL_TESTS = ["test_gemm.py", "test_input_grad_update_fusion.py"]
 
 
 @pytest.mark.parametrize("level", LEVELS)

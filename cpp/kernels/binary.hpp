@@ -79,8 +79,7 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
             for (int64_t j = 0; j < len; ++j) po[j] = (Out)f((C)pa[j * sa], (C)pb[j * sb]);
           });
         }
-      },
-      (double)o->nelms);
+      });
 }
 
 // Factory for a binary op whose inputs and output share one numeric dtype:

@@ -77,8 +77,7 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
       [=](RunContext&) {
         blas::sgemm_with(impl, ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K,
                          b->as<float>(), tb ? K : N, beta, o->as<float>(), N);
-      },
-      2.0 * (double)M * (double)N * (double)K);
+      });
 }
 
 std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
@@ -153,7 +152,6 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
       }
     }
   }
-  const double work = 2.0 * (double)nb * (double)M * (double)N * (double)K;
   const DType dt = a->dtype;
   if (bias && (dt != DType::Float32 || nb != 1)) d.fail("a fused epilogue needs a single float32 product");
   bool rhs_fixed = false;
@@ -188,8 +186,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           gemm::Epilogue ep{&BiasEpilogue::apply, &ec};
           gemm::sgemm_packed(ta, M, 1.0f, a->as<float>(), ta ? M : K, *packed, 0.0f,
                              o->as<float>(), N, bias ? &ep : nullptr);
-        },
-        work);
+        });
   }
   if (dt == DType::Float32) {
     return make_kernel(
@@ -206,8 +203,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           for (int64_t i = 0; i < nb; ++i)
             blas::sgemm_with(impl, ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
                              B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
-        },
-        work);
+        });
   }
   if (dt == DType::Float16) {
     return make_kernel(
@@ -223,8 +219,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
                         fo.data(), N);
             for (int64_t j = 0; j < M * N; ++j) O[i * M * N + j] = f16(fo[(size_t)j]);
           }
-        },
-        work);
+        });
   }
   std::unique_ptr<Kernel> k;
   bool ok2 = IPUXL_DISPATCH_NUMERIC(dt, {
@@ -239,8 +234,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           for (int64_t i = 0; i < nb; ++i)
             blas::gemm_ref<T, Acc>(M, N, K, A + a_off[(size_t)i], B + b_off[(size_t)i],
                                    O + i * M * N);
-        },
-        work);
+        });
   });
   if (!ok2) d.fail(std::string("unsupported dtype ") + dtype_name(dt));
   return k;
@@ -293,8 +287,7 @@ std::unique_ptr<Kernel> input_grad_update_factory(const OpDesc& d) {
         parallel_for(M, grain, [&](int64_t r0, int64_t r1) {
           gemm::input_grad_update(G, B, N, W, X, M, DX, alpha, beta, r0, r1);
         });
-      },
-      4.0 * (double)M * (double)N * (double)B);
+      });
 }
 
 }  // namespace

@@ -276,8 +276,7 @@ KernelFactory reduce_factory(Kind kind) {
             for (int64_t o = 0; o < plan->n_out; ++o)
               O[o] = reduce_group<T>(kind, I + plan->out_base[(size_t)o], roff, plan->n_red,
                                      scratch);
-          },
-          (double)in->nelms);
+          });
     });
     if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
     return k;
@@ -324,8 +323,7 @@ KernelFactory arg_factory(bool is_max) {
               }
               O[o] = (int32_t)best;
             }
-          },
-          (double)in->nelms);
+          });
     });
     if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
     return k;
@@ -348,8 +346,7 @@ std::unique_ptr<Kernel> lamb_square_factory(const OpDesc& d) {
           double s = 0;
           for (int64_t i = 0; i < in->nelms; ++i) s += (double)I[i] * (double)I[i];
           *out->as<float>() = (float)s;
-        },
-        (double)in->nelms);
+        });
   });
   if (!ok) d.fail(std::string("expected a floating-point input, got ") + dtype_name(in->dtype));
   return k;
@@ -387,8 +384,7 @@ std::unique_ptr<Kernel> histogram_factory(const OpDesc& d) {
             while (b < levels.size() && !(x < levels[b])) ++b;
             O[b]++;
           }
-        },
-        (double)in->nelms * (double)(levels_d.size() + 1));
+        });
   });
   if (!ok) d.fail(std::string("expected a float16 or float32 input, got ") +
                   dtype_name(in->dtype));

@@ -46,8 +46,7 @@ std::unique_ptr<Kernel> make_scaled_add(const OpDesc& d, double a_attr, double b
           isa::run(body, 0, n);
         else
           body(0, n);
-      },
-      3.0 * (double)o->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> scaled_add_factory(const OpDesc& d) {
