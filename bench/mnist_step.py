@@ -332,7 +332,7 @@ class IpuxlPeer:
         import ipuxl
         from ipuxl._core_loader import blas_backend, core
         blas = blas_backend.split(" (")[0]
-        return f"{ipuxl.__version__} ({core.num_threads()} core threads, GEMM {blas})"
+        return f"{ipuxl.__version__} ({core.num_threads()} core threads, level {core.isa()}, GEMM {blas})"
 
     def prepare(self, images, labels):
         return {self.img_stream: images, self.label_stream: labels}
@@ -687,6 +687,15 @@ def main(argv=None) -> int:
         print(f"  {k:<6} {v}")
     for k, v in skipped.items():
         print(f"  {k:<6} skipped: {v}")
+    # The machine, the instruction-set level ipuxl's workers use (they
+    # inherit IPUXL_ISA) and every level's FMA peak, measured here.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fma_peak import machine_lines  # noqa: PLC0415
+    from ipuxl import _core  # noqa: PLC0415
+    lines, peaks = machine_lines(_core)
+    result["machine"] = {"lines": lines, "fma_peak_gflops": peaks, "isa": _core.isa()}
+    for line in lines:
+        print(line)
     print(flush=True)
 
     try:

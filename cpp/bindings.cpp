@@ -6,6 +6,7 @@
 #include "core/blas.hpp"
 #include "exec/engine.hpp"
 #include "core/gemm.hpp"
+#include "core/isa.hpp"
 #include "core/parallel.hpp"
 #include "model/model.hpp"
 
@@ -530,4 +531,29 @@ PYBIND11_MODULE(_core, m) {
       py::arg("desc"), py::arg("main_graph"), py::arg("options") = py::dict(),
       "The analytical IPU model of a (faithful) program: tile mapping, memory per tile by "
       "PopVision category, code size, liveness over program steps and cycle estimates.");
+  // Instruction-set dispatch (core/isa.hpp) and the GEMM plans (core/blas.hpp).
+  m.def("isa", []() { return std::string(isa::level_name(isa::level())); },
+        "The instruction-set level the kernels use: IPUXL_ISA, else the best this CPU has.");
+  m.def("isa_levels", []() {
+        std::vector<std::string> out;
+        for (isa::Level l : isa::supported()) out.push_back(isa::level_name(l));
+        return out;
+      }, "Levels this CPU supports, lowest first (x86: sse, avx2, avx512).");
+  m.def("fma_peak", [](const std::string& level, int threads, double seconds) {
+        for (isa::Level l : isa::supported())
+          if (level == isa::level_name(l)) {
+            py::gil_scoped_release release;
+            return gemm::fma_peak_gflops((int)l, threads, seconds);
+          }
+        throw Error("fma_peak: '" + level + "' is not a level this CPU supports");
+      }, py::arg("level"), py::arg("threads") = 1, py::arg("seconds") = 0.1,
+      "Measured float32 FMA GFLOP/s of a level on `threads` threads at once.");
+  m.def("prefer_fused_input_grad_update", &blas::prefer_fused_input_grad_update,
+        py::arg("batch"), py::arg("rows"), py::arg("cols"),
+        "Whether G @ W^T and W's folded update (G [batch, cols], W [rows, cols]) run faster "
+        "as one MatMulInputGradUpdate pass than as two GEMMs at the level in use.");
+  m.def("sgemm_plan", &blas::sgemm_plan_name, py::arg("ta"), py::arg("tb"), py::arg("M"),
+        py::arg("N"), py::arg("K"), py::arg("packed") = false,
+        "Which float32 GEMM runs this shape ('core' or 'blas'): measured once per shape, "
+        "level and thread count, then cached.");
 }

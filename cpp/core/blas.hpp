@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ipuxl {
 namespace blas {
@@ -19,10 +20,27 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc);
 
-// Which implementation sgemm uses: Auto picks per shape; Core forces the
-// core's GEMM, Blas the installed BLAS (Core when none is installed).
-// For tests and benchmarks.
+// Which implementation sgemm uses: Auto picks per shape (plan()); Core
+// forces the core's GEMM, Blas the installed BLAS (Core when none is
+// installed).
 enum class SgemmImpl { Auto = 0, Core = 1, Blas = 2 };
+
+// The faster of the core's GEMM and the installed BLAS for this product at
+// the instruction-set level and thread count in use: both are timed once on
+// scratch operands of the shape (alternating, best of several rounds) and
+// the choice is cached. packed: the caller holds op(B) pre-packed
+// (gemm::PackedB), so the core's candidate skips the packing. Core without
+// a BLAS. IPUXL_GEMM=core|blas forces a choice (for benchmarks).
+SgemmImpl plan(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool packed = false);
+// plan() as "core" or "blas".
+std::string sgemm_plan_name(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                            bool packed);
+
+// Whether dX = G @ W^T and W = beta*W + alpha*X^T @ G (G [batch, cols],
+// W [rows, cols], X [batch, rows]) are faster as one MatMulInputGradUpdate
+// pass over W than as two GEMMs, at the level in use (rules measured with
+// bench/fused_update.py, see bench/README.md).
+bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols);
 void sgemm_with(SgemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                 float beta, float* C, int64_t ldc);

@@ -7,8 +7,11 @@
 // micro-kernel keeps an MR x NR block of C in vector registers:
 //   AVX-512: MR <= 14, NR = 32 (or 16 for narrow N)
 //   AVX2+FMA: MR <= 6, NR = 16 (or 8)
-// Large products are split over the core's thread pool with a single
-// parallel_for; every thread packs only the B panels it uses.
+//   baseline (SSE2 / NEON, 4-wide): MR <= 6, NR = 8 (or 4)
+// One copy per instruction-set level is compiled (gemm_isa.inc); the level
+// in use is isa::current() (isa.hpp). Large products are split over the
+// core's thread pool with a single parallel_for; every thread packs only
+// the B panels it uses.
 #pragma once
 
 #include <cstddef>
@@ -18,10 +21,9 @@
 namespace ipuxl {
 namespace gemm {
 
-// True when the core was compiled with a SIMD micro-kernel (AVX-512 or
-// AVX2+FMA); otherwise sgemm() below still works but is a plain loop nest.
+// Always true: every level has a packed SIMD micro-kernel.
 bool has_kernel();
-// "avx512", "avx2" or "portable".
+// The level whose kernels run: "avx512", "avx2", "sse" (or "neon", "generic").
 const char* kernel_name();
 
 // Work applied to finished blocks of C by the thread that computed them,
@@ -51,13 +53,15 @@ class PackedB {
   int64_t K() const { return K_; }
   int64_t N() const { return N_; }
   int64_t panel_width() const { return nr_; }
-  const float* panel(int64_t p) const { return data_.get() + p * nr_ * K_; }
+  const float* data() const { return data_.get(); }
+  int level() const { return level_; }  // the isa::Level whose layout this is
 
  private:
   struct Free {
     void operator()(float* p) const;
   };
   int64_t K_ = 0, N_ = 0, nr_ = 0;
+  int level_ = 0;
   std::unique_ptr<float, Free> data_;
 };
 
@@ -65,6 +69,25 @@ class PackedB {
 void sgemm_packed(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda,
                   const PackedB& Bp, float beta, float* C, int64_t ldc,
                   const Epilogue* ep = nullptr);
+
+// Rows [r0, r1) of MatMulInputGradUpdate at the level in use: DX[:, r] =
+// G @ W[r, :] with the old W[r, :], then W[r, :] = beta * W[r, :] + alpha *
+// sum_b X[b, r] * G[b, :]. G [B, N], W [M, N], X and DX [B, M], B <= 16.
+void input_grad_update(const float* G, int64_t B, int64_t N, float* W, const float* X, int64_t M,
+                       float* DX, float alpha, float beta, int64_t r0, int64_t r1);
+
+// FMA probe of level `level` (an isa::Level the CPU supports): `iters`
+// rounds of independent vector multiply-adds on one thread; returns the
+// flops done (*sink receives a value depending on all of them).
+double fma_loop(int level, int64_t iters, float* sink);
+
+// Measured float32 FMA throughput of `level` (GFLOP/s): `threads` threads
+// each running fma_loop for about `seconds`, best of three. Throws
+// std::invalid_argument for a level the CPU lacks.
+double fma_peak_gflops(int level, int threads, double seconds);
+
+// Floats per vector of the level in use.
+int vector_width();
 
 }  // namespace gemm
 }  // namespace ipuxl

@@ -105,21 +105,16 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(RunContext& ctx) = 0;
-  // Rough work estimate (flops or element touches) for the cost model.
-  virtual double work() const { return 0.0; }
 };
 
 // A kernel from a lambda: most kernels are a closure over TensorRefs.
 class FnKernel : public Kernel {
  public:
-  explicit FnKernel(std::function<void(RunContext&)> fn, double work = 0.0)
-      : fn_(std::move(fn)), work_(work) {}
+  explicit FnKernel(std::function<void(RunContext&)> fn) : fn_(std::move(fn)) {}
   void run(RunContext& ctx) override { fn_(ctx); }
-  double work() const override { return work_; }
 
  private:
   std::function<void(RunContext&)> fn_;
-  double work_;
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const OpDesc&)>;
@@ -132,8 +127,8 @@ class KernelRegistry {
 };
 
 template <class F>
-std::unique_ptr<Kernel> make_kernel(F&& f, double work = 0.0) {
-  return std::make_unique<FnKernel>(std::forward<F>(f), work);
+std::unique_ptr<Kernel> make_kernel(F&& f) {
+  return std::make_unique<FnKernel>(std::forward<F>(f));
 }
 
 }  // namespace ipuxl

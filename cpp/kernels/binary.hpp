@@ -45,23 +45,23 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
         Out* O = o->as<Out>();
         const int64_t n = o->nelms;
         if (same) {
-          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+          elementwise_for<T>(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
             for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f((C)A[i], (C)B[i]);
           });
         } else if (b_scalar) {
           const C bv = (C)B[0];
-          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+          elementwise_for<T>(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
             for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f((C)A[i], bv);
           });
         } else if (a_scalar) {
           const C av = (C)A[0];
-          parallel_for(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
+          elementwise_for<T>(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
             for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f(av, (C)B[i]);
           });
         } else if (row_bcast) {
           // out[r, j] = f(a[r, j], b[j]): the bias-add pattern.
           const int64_t cols = B_rowlen, rows = n / cols;
-          parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / cols),
+          elementwise_for<T>(rows, std::max<int64_t>(1, kElementwiseGrain / cols),
                        [&](int64_t r0, int64_t r1) {
                          for (int64_t r = r0; r < r1; ++r) {
                            const T* pa = A + r * cols;
@@ -79,8 +79,7 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
             for (int64_t j = 0; j < len; ++j) po[j] = (Out)f((C)pa[j * sa], (C)pb[j * sb]);
           });
         }
-      },
-      (double)o->nelms);
+      });
 }
 
 // Factory for a binary op whose inputs and output share one numeric dtype:

@@ -22,8 +22,7 @@ std::unique_ptr<Kernel> make_cast(const OpDesc& d) {
         To* O = o->as<To>();
         const int64_t n = o->nelms;
         for (int64_t i = 0; i < n; ++i) O[i] = convert_value<To>(load_value<From>(A, i));
-      },
-      (double)o->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> cast_factory(const OpDesc& d) {

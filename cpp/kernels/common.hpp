@@ -1,9 +1,12 @@
 // Helpers shared by kernels: NumPy broadcasting and strided iteration.
 #pragma once
 
+#include <type_traits>
 #include <vector>
 
+#include "../core/isa.hpp"
 #include "../core/kernel.hpp"
+#include "../core/parallel.hpp"
 
 namespace ipuxl {
 
@@ -11,6 +14,18 @@ namespace ipuxl {
 // (waking a sleeping worker costs tens to hundreds of microseconds on a VM,
 // so only large tensors are worth splitting).
 constexpr int64_t kElementwiseGrain = 32768;
+
+// parallel_for for an elementwise loop over storage type T: float32 loops
+// get one copy per instruction-set level (isa::parallel_for: vectorised for
+// AVX2 or AVX-512 when that level is in use), other types one baseline
+// copy (they are rarely hot, and each copy is code in the binary).
+template <class T, class F>
+void elementwise_for(int64_t n, int64_t grain, const F& f) {
+  if constexpr (std::is_same_v<T, float>)
+    isa::parallel_for(n, grain, f);
+  else
+    parallel_for(n, grain, f);
+}
 
 // Strides (in elements) of `in` when read at the indices of `out_shape`
 // under NumPy broadcasting: broadcast axes get stride 0. Throws if the

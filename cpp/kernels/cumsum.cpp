@@ -50,8 +50,7 @@ std::unique_ptr<Kernel> cumsum_factory(const OpDesc& d) {
           for (int64_t o = 0; o < outer; ++o)
             for (int64_t i = 0; i < inner; ++i)
               cumsum_slice<T>(I + o * n * inner + i, O + o * n * inner + i, n, inner);
-        },
-        (double)in->nelms);
+        });
   });
   if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
   return k;

@@ -95,8 +95,7 @@ std::unique_ptr<Kernel> dynamic_slice_factory(const OpDesc& d) {
         for_each_position(s.part, pos, [&](int64_t u, int64_t off) {
           std::memcpy(out->data + (size_t)u * es, t->data + (size_t)off * es, es);
         });
-      },
-      (double)out->nelms);
+      });
 }
 
 // `inplace`: the output must alias t (DynamicUpdateInplace).
@@ -122,8 +121,7 @@ std::unique_ptr<Kernel> dynamic_update_factory(const OpDesc& d, bool inplace) {
         for_each_position(s.part, pos, [&](int64_t u, int64_t off) {
           std::memcpy(out->data + (size_t)off * es, upd->data + (size_t)u * es, es);
         });
-      },
-      (double)upd->nelms);
+      });
 }
 
 }  // namespace

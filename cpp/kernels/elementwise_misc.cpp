@@ -110,8 +110,7 @@ std::unique_ptr<Kernel> max_factory(const OpDesc& d) {
               }
             });
           }
-        },
-        (double)o->nelms * (double)ins.size());
+        });
   });
   if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(o->dtype));
   return k;

@@ -72,8 +72,7 @@ std::unique_ptr<Kernel> gather_factory(const OpDesc& d) {
               std::memcpy(dst, t->data + (size_t)((o * a.n + i) * a.inner) * es, row);
           }
         }
-      },
-      (double)out->nelms);
+      });
 }
 
 // Calls fn(u, base) for each element u (row-major) of `ishape`, the shape of
@@ -132,8 +131,7 @@ std::unique_ptr<Kernel> scatter_factory(const OpDesc& d) {
           std::memcpy(out->data + (size_t)(base + i * axis_stride) * es,
                       val->data + (size_t)u * es, es);
         });
-      },
-      (double)out->nelms + (double)idx->nelms);
+      });
 }
 
 enum class Reduction { Sum, Max, Min, Mul, None };
@@ -227,8 +225,7 @@ std::unique_ptr<Kernel> scatter_reduce_factory(const OpDesc& d) {
           }
           T* o = out->as<T>();
           for (int64_t j = 0; j < on; ++j) o[j] = (T)acc[(size_t)j];
-        },
-        (double)src->nelms + (double)out->nelms);
+        });
   });
   if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(src->dtype));
   return k;
@@ -274,8 +271,7 @@ std::unique_ptr<Kernel> onehot_factory(const OpDesc& d) {
               std::memcpy(out->data + (size_t)((o * depth + q) * inner + j) * es,
                           q == c ? on : off, es);
           }
-      },
-      (double)out->nelms);
+      });
 }
 
 }  // namespace

@@ -119,8 +119,7 @@ std::unique_ptr<Kernel> nll_kernel(const OpDesc& d, NllShape sh, Red red) {
         }
         if (red == Red::Sum) O[0] = (T)total;
         if (red == Red::Mean) O[0] = (T)(total * (1.0 / (double)(sel.has_ignore ? count : sh.n)));
-      },
-      (double)sh.n);
+      });
 }
 
 std::unique_ptr<Kernel> nll_factory(const OpDesc& d) {
@@ -184,8 +183,7 @@ std::unique_ptr<Kernel> nll_softmax_grad_kernel(const OpDesc& d, NllShape sh, Re
           else total += loss;
         }
         if (red != Red::None) LO[0] = (T)(total * scale);
-      },
-      (double)sh.n * (double)sh.c);
+      });
 }
 
 std::unique_ptr<Kernel> nll_softmax_grad_factory(const OpDesc& d) {

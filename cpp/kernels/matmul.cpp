@@ -10,6 +10,7 @@
 
 #include "../core/blas.hpp"
 #include "../core/gemm.hpp"
+#include "../core/isa.hpp"
 #include "../core/parallel.hpp"
 #include "fastmath.hpp"
 #include "common.hpp"
@@ -27,15 +28,23 @@ struct BiasEpilogue {
   static void apply(const void* c, float* C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0,
                     int64_t j1) {
     const auto* e = static_cast<const BiasEpilogue*>(c);
-    for (int64_t i = i0; i < i1; ++i) {
-      float* row = C + i * ldc;
-      if (e->gelu) {
-        for (int64_t j = j0; j < j1; ++j) {
-          row[j] = fastmath::gelu_tanh(row[j] + e->bias[j]);  // the Gelu kernel's formula
+    const float* bias = e->bias;
+    // Vectorised for the instruction-set level in use (isa::run).
+    if (e->gelu) {
+      isa::run([&](int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i) {
+          float* row = C + i * ldc;
+          for (int64_t j = j0; j < j1; ++j)
+            row[j] = fastmath::gelu_tanh(row[j] + bias[j]);  // the Gelu kernel's formula
         }
-      } else {
-        for (int64_t j = j0; j < j1; ++j) row[j] += e->bias[j];
-      }
+      }, i0, i1);
+    } else {
+      isa::run([&](int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i) {
+          float* row = C + i * ldc;
+          for (int64_t j = j0; j < j1; ++j) row[j] += bias[j];
+        }
+      }, i0, i1);
     }
   }
 };
@@ -63,12 +72,12 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   d.expect_shape(*c, Shape{M, N});
   d.expect_shape(*o, Shape{M, N});
   const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
+  const blas::SgemmImpl impl = blas::plan(ta, tb, M, N, K);  // measured once per shape
   return make_kernel(
       [=](RunContext&) {
-        blas::sgemm(ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K, b->as<float>(),
-                    tb ? K : N, beta, o->as<float>(), N);
-      },
-      2.0 * (double)M * (double)N * (double)K);
+        blas::sgemm_with(impl, ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K,
+                         b->as<float>(), tb ? K : N, beta, o->as<float>(), N);
+      });
 }
 
 std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
@@ -143,7 +152,6 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
       }
     }
   }
-  const double work = 2.0 * (double)nb * (double)M * (double)N * (double)K;
   const DType dt = a->dtype;
   if (bias && (dt != DType::Float32 || nb != 1)) d.fail("a fused epilogue needs a single float32 product");
   bool rhs_fixed = false;
@@ -153,8 +161,14 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
   // GFLOP/s against 322 packing per call). Above kPrepackMaxM the packing is
   // a negligible share and the packed copy not worth its memory.
   constexpr int64_t kPrepackMaxM = 1024;
+  // The core's GEMM or the BLAS, whichever is faster for this shape
+  // (measured once per shape and cached; the fused epilogues are the core's).
+  const blas::SgemmImpl impl =
+      dt == DType::Float32 && !bias
+          ? blas::plan(ta, tb, M, N, K, rhs_fixed && nb == 1 && M <= kPrepackMaxM)
+          : blas::SgemmImpl::Core;
   if (dt == DType::Float32 && rhs_fixed && nb == 1 && M > 0 && M <= kPrepackMaxM && N > 0 &&
-      K > 0) {
+      K > 0 && impl == blas::SgemmImpl::Core) {
     // The rhs changes only when the host writes it: pack it once per host
     // write instead of in every product (a weight matrix at inference).
     auto packed = std::make_shared<gemm::PackedB>();
@@ -172,8 +186,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           gemm::Epilogue ep{&BiasEpilogue::apply, &ec};
           gemm::sgemm_packed(ta, M, 1.0f, a->as<float>(), ta ? M : K, *packed, 0.0f,
                              o->as<float>(), N, bias ? &ep : nullptr);
-        },
-        work);
+        });
   }
   if (dt == DType::Float32) {
     return make_kernel(
@@ -188,10 +201,9 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
             return;
           }
           for (int64_t i = 0; i < nb; ++i)
-            blas::sgemm(ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
-                        B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
-        },
-        work);
+            blas::sgemm_with(impl, ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
+                             B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
+        });
   }
   if (dt == DType::Float16) {
     return make_kernel(
@@ -207,8 +219,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
                         fo.data(), N);
             for (int64_t j = 0; j < M * N; ++j) O[i * M * N + j] = f16(fo[(size_t)j]);
           }
-        },
-        work);
+        });
   }
   std::unique_ptr<Kernel> k;
   bool ok2 = IPUXL_DISPATCH_NUMERIC(dt, {
@@ -223,8 +234,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           for (int64_t i = 0; i < nb; ++i)
             blas::gemm_ref<T, Acc>(M, N, K, A + a_off[(size_t)i], B + b_off[(size_t)i],
                                    O + i * M * N);
-        },
-        work);
+        });
   });
   if (!ok2) d.fail(std::string("unsupported dtype ") + dtype_name(dt));
   return k;
@@ -233,63 +243,12 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
 // ---------------------------------------------------------------- fused input gradient + update
 // dX = G @ W^T and then W = beta*W + alpha*(X^T @ G), in one pass over W
 // (the lowering fuses a layer's input gradient with its folded SGD update
-// when the batch is small). At batch 8 both products are limited by moving
-// W, not by arithmetic: separately they read W twice and write it once,
-// fused each row of W is read once, used for its dX column while in L1,
-// then updated. G [B, N], W [M, N], X [B, M], dX [B, M].
-constexpr int kLanes = 16;  // floats per vector: one AVX-512 register
+// when the batch is small: prefer_fused_input_grad_update). At batch 8 both
+// products are limited by moving W, not by arithmetic: separately they read
+// W twice and write it once, fused each row of W is read once, used for its
+// dX column while in L1, then updated (gemm::input_grad_update, one copy per
+// instruction-set level). G [B, N], W [M, N], X [B, M], dX [B, M].
 constexpr int64_t kFusedMaxBatch = 16;
-// GCC vector extension: AVX-512 where the build has it, halves or quarters
-// of it elsewhere. aligned(4): rows of W and G need not be 64-byte aligned.
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
-
-inline Lanes load_lanes(const float* p) { return *reinterpret_cast<const Lanes*>(p); }
-inline void store_lanes(float* p, Lanes v) { *reinterpret_cast<Lanes*>(p) = v; }
-
-// dX[b0 + b, r] = G[b0 + b, :] . w for b < NB: lane-wise partial sums over
-// the row, then one horizontal sum per batch row.
-template <int NB>
-void fused_dots(const float* G, int64_t b0, int64_t N, const float* w, float* DX, int64_t M,
-                int64_t r) {
-  Lanes acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = Lanes{};
-  int64_t c = 0;
-  for (; c + kLanes <= N; c += kLanes) {
-    const Lanes wv = load_lanes(w + c);
-    for (int b = 0; b < NB; ++b) acc[b] += load_lanes(G + (b0 + b) * N + c) * wv;
-  }
-  for (int b = 0; b < NB; ++b) {
-    float s = 0.0f;
-    for (int l = 0; l < kLanes; ++l) s += acc[b][l];
-    for (int64_t k = c; k < N; ++k) s += G[(b0 + b) * N + k] * w[k];
-    DX[(b0 + b) * M + r] = s;
-  }
-}
-
-void fused_row(const float* G, int64_t B, int64_t N, float* w, const float* X, int64_t M,
-               int64_t r, float* DX, float alpha, float beta) {
-  for (int64_t b0 = 0; b0 < B; b0 += 4) {
-    switch (std::min<int64_t>(4, B - b0)) {
-      case 4: fused_dots<4>(G, b0, N, w, DX, M, r); break;
-      case 3: fused_dots<3>(G, b0, N, w, DX, M, r); break;
-      case 2: fused_dots<2>(G, b0, N, w, DX, M, r); break;
-      default: fused_dots<1>(G, b0, N, w, DX, M, r); break;
-    }
-  }
-  float xr[kFusedMaxBatch];
-  for (int64_t b = 0; b < B; ++b) xr[b] = X[b * M + r];
-  int64_t c = 0;
-  for (; c + kLanes <= N; c += kLanes) {
-    Lanes v = Lanes{};
-    for (int64_t b = 0; b < B; ++b) v += xr[b] * load_lanes(G + b * N + c);
-    store_lanes(w + c, beta * load_lanes(w + c) + alpha * v);
-  }
-  for (; c < N; ++c) {
-    float v = 0.0f;
-    for (int64_t b = 0; b < B; ++b) v += xr[b] * G[b * N + c];
-    w[c] = beta * w[c] + alpha * v;
-  }
-}
 
 std::unique_ptr<Kernel> input_grad_update_factory(const OpDesc& d) {
   d.expect_arity(3, 2);
@@ -326,10 +285,9 @@ std::unique_ptr<Kernel> input_grad_update_factory(const OpDesc& d) {
         float* W = wo->as<float>();
         float* DX = dx->as<float>();
         parallel_for(M, grain, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) fused_row(G, B, N, W + r * N, X, M, r, DX, alpha, beta);
+          gemm::input_grad_update(G, B, N, W, X, M, DX, alpha, beta, r0, r1);
         });
-      },
-      4.0 * (double)M * (double)N * (double)B);
+      });
 }
 
 }  // namespace

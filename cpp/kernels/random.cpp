@@ -122,8 +122,7 @@ std::unique_ptr<Kernel> random_uniform_factory(const OpDesc& d) {
               out[b * 4 + j] = v;
             }
           }
-        },
-        (double)o->nelms);
+        });
   });
   if (!ok) d.fail(std::string("output dtype must be floating point, got ") + dtype_name(o->dtype));
   return k;
@@ -162,8 +161,7 @@ std::unique_ptr<Kernel> random_normal_factory(const OpDesc& d) {
             for (int j = 0; j < 4 && b * 4 + j < o->nelms; ++j)
               out[b * 4 + j] = T(mean + stddev * z[j]);
           }
-        },
-        8.0 * (double)o->nelms);
+        });
   });
   if (!ok) d.fail(std::string("output dtype must be floating point, got ") + dtype_name(o->dtype));
   return k;
@@ -235,8 +233,7 @@ std::unique_ptr<Kernel> dropout_factory_impl(const OpDesc& d, bool shaped) {
               out[i] = keep[(size_t)(offs[0] + j * inner[0])] ? T((C)in[i] / div) : T(0);
             }
           });
-        },
-        (double)x->nelms);
+        });
   });
   if (!ok) d.fail(std::string("input must be floating point, got ") + dtype_name(x->dtype));
   return k;

@@ -260,10 +260,12 @@ KernelFactory reduce_factory(Kind kind) {
                 const int64_t n_out = plan->n_out, n_red = plan->n_red;
                 std::vector<double> acc((size_t)n_out, 0.0);
                 double* A = acc.data();
-                for (int64_t r = 0; r < n_red; ++r) {
-                  const T* row = I + r * n_out;
-                  for (int64_t o = 0; o < n_out; ++o) A[o] += (double)row[o];
-                }
+                isa::run([&](int64_t r0, int64_t r1) {  // vectorised per instruction-set level
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const T* row = I + r * n_out;
+                    for (int64_t o = 0; o < n_out; ++o) A[o] += (double)row[o];
+                  }
+                }, 0, n_red);
                 for (int64_t o = 0; o < n_out; ++o)
                   O[o] = (T)(kind == Kind::Mean ? A[o] / (double)n_red : A[o]);
                 return;
@@ -274,8 +276,7 @@ KernelFactory reduce_factory(Kind kind) {
             for (int64_t o = 0; o < plan->n_out; ++o)
               O[o] = reduce_group<T>(kind, I + plan->out_base[(size_t)o], roff, plan->n_red,
                                      scratch);
-          },
-          (double)in->nelms);
+          });
     });
     if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
     return k;
@@ -322,8 +323,7 @@ KernelFactory arg_factory(bool is_max) {
               }
               O[o] = (int32_t)best;
             }
-          },
-          (double)in->nelms);
+          });
     });
     if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
     return k;
@@ -346,8 +346,7 @@ std::unique_ptr<Kernel> lamb_square_factory(const OpDesc& d) {
           double s = 0;
           for (int64_t i = 0; i < in->nelms; ++i) s += (double)I[i] * (double)I[i];
           *out->as<float>() = (float)s;
-        },
-        (double)in->nelms);
+        });
   });
   if (!ok) d.fail(std::string("expected a floating-point input, got ") + dtype_name(in->dtype));
   return k;
@@ -385,8 +384,7 @@ std::unique_ptr<Kernel> histogram_factory(const OpDesc& d) {
             while (b < levels.size() && !(x < levels[b])) ++b;
             O[b]++;
           }
-        },
-        (double)in->nelms * (double)(levels_d.size() + 1));
+        });
   });
   if (!ok) d.fail(std::string("expected a float16 or float32 input, got ") +
                   dtype_name(in->dtype));

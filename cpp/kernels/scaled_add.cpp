@@ -35,12 +35,18 @@ std::unique_ptr<Kernel> make_scaled_add(const OpDesc& d, double a_attr, double b
         const uint8_t* Y = y->data;
         TX* O = o->as<TX>();
         const int64_t n = o->nelms;
-        for (int64_t i = 0; i < n; ++i) {
-          const C r = a * (C)load_value<TX>(X, i) + b * (C)load_value<TY>(Y, i);
-          O[i] = convert_value<TX>(r);
-        }
-      },
-      3.0 * (double)o->nelms);
+        auto body = [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const C r = a * (C)load_value<TX>(X, i) + b * (C)load_value<TY>(Y, i);
+            O[i] = convert_value<TX>(r);
+          }
+        };
+        // float32 (the SGD updates): one copy per instruction-set level.
+        if constexpr (std::is_same_v<TX, float> && std::is_same_v<TY, float>)
+          isa::run(body, 0, n);
+        else
+          body(0, n);
+      });
 }
 
 std::unique_ptr<Kernel> scaled_add_factory(const OpDesc& d) {

@@ -95,8 +95,7 @@ inline std::unique_ptr<Kernel> make_view_copy_kernel(const OpDesc& d, const Tens
   if (out->nelms > 0 && in->data == out->data)
     d.fail("output must not share storage with the input (a copied view cannot alias)");
   const size_t es = dtype_size(in->dtype);
-  return make_kernel([in, out, v, es](RunContext&) { strided_copy(in->data, out->data, es, v); },
-                     (double)out->nelms);
+  return make_kernel([in, out, v, es](RunContext&) { strided_copy(in->data, out->data, es, v); });
 }
 
 // Row-major strides (in elements) of a shape.

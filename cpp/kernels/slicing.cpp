@@ -80,7 +80,6 @@ std::unique_ptr<Kernel> split_factory(const OpDesc& d) {
   const auto st = row_major_strides(in->shape);
   std::vector<std::unique_ptr<Kernel>> parts;
   int64_t offset = 0;
-  double work = 0;
   for (size_t j = 0; j < splits.size(); ++j) {
     StridedView v;
     v.shape = in->shape;
@@ -89,14 +88,12 @@ std::unique_ptr<Kernel> split_factory(const OpDesc& d) {
     v.base = offset * st[(size_t)axis];
     offset += splits[j];
     parts.push_back(make_view_copy_kernel(d, in, d.out[j], v));
-    work += (double)d.out[j]->nelms;
   }
   auto shared = std::make_shared<std::vector<std::unique_ptr<Kernel>>>(std::move(parts));
   return make_kernel(
       [shared](RunContext& ctx) {
         for (auto& k : *shared) k->run(ctx);
-      },
-      work);
+      });
 }
 
 std::unique_ptr<Kernel> concat_factory(const OpDesc& d) {
@@ -138,8 +135,7 @@ std::unique_ptr<Kernel> concat_factory(const OpDesc& d) {
                           t->data + (size_t)(o * chunk) * es, (size_t)chunk * es);
           off += chunk;
         }
-      },
-      (double)out->nelms);
+      });
 }
 
 }  // namespace

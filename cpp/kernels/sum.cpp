@@ -29,8 +29,7 @@ std::unique_ptr<Kernel> sum_factory(const OpDesc& d) {
             for (size_t k2 = 1; k2 < ins.size(); ++k2) acc = (C)(acc + (C)ins[k2]->as<T>()[i]);
             out[i] = (T)acc;
           }
-        },
-        (double)o->nelms * (double)ins.size());
+        });
   });
   if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(o->dtype));
   return k;

@@ -76,8 +76,7 @@ std::unique_ptr<Kernel> topk_factory(const OpDesc& d) {
               }
             }
           }
-        },
-        (double)in->nelms * std::log2((double)n + 2.0));
+        });
   });
   if (!ok) d.fail(std::string("unsupported dtype ") + dtype_name(in->dtype));
   return k;

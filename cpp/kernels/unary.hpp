@@ -28,11 +28,10 @@ std::unique_ptr<Kernel> make_unary(const OpDesc& d, F f) {
         const In* A = a->as<In>();
         Out* O = o->as<Out>();
         // Elementwise work splits into independent chunks across threads.
-        parallel_for(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        elementwise_for<In>(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) O[i] = (Out)f((C)A[i]);
         });
-      },
-      (double)o->nelms);
+      });
 }
 
 // A double converted to the integer type I without undefined behaviour:

@@ -194,8 +194,7 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
             load_all(*x, xs);
             accumulate_loop<T, double>(mode, t->as<T>(), xs.data(), o->as<T>(), t->nelms, fv);
           }
-        },
-        (double)t->nelms);
+        });
   });
   return k;
 }
@@ -226,8 +225,7 @@ std::unique_ptr<Kernel> accumulator_scale_factory(const OpDesc& d) {
           }
           const double fv = f.get();
           for (int64_t i = 0; i < o->nelms; ++i) out[i] = store<T>(fv * (double)(C)in[i]);
-        },
-        (double)t->nelms);
+        });
   });
   return k;
 }
@@ -294,8 +292,7 @@ std::unique_ptr<Kernel> sparse_accumulate_factory(const OpDesc& d) {
                 dst[j] = store<T>((double)(C)dst[j] + fv * src[j]);
             }
           }
-        },
-        (double)x->nelms);
+        });
   });
   return k;
 }
@@ -315,8 +312,7 @@ std::unique_ptr<Kernel> copy_var_update_factory(const OpDesc& d) {
   return make_kernel(
       [=](RunContext&) {
         if (o->data != x->data) std::memmove(o->data, x->data, o->nbytes());
-      },
-      (double)t->nelms);
+      });
 }
 
 // ------------------------------------------------------------ AdamUpdater
@@ -403,8 +399,7 @@ std::unique_ptr<Kernel> adam_updater_factory(const OpDesc& d) {
             if (use_wd) r += wdv * ws_[(size_t)i];
             out[i] = store<T>(r);
           }
-        },
-        4.0 * (double)o->nelms);
+        });
   });
   return k;
 }
@@ -459,8 +454,7 @@ std::unique_ptr<Kernel> adam_var_update_factory(const OpDesc& d) {
           T* out = o->as<T>();
           for (int64_t i = 0; i < o->nelms; ++i)
             out[i] = store<T>((double)(C)in[i] - scale * xs[(size_t)i]);
-        },
-        2.0 * (double)w->nelms);
+        });
   });
   return k;
 }

@@ -29,8 +29,7 @@ std::unique_ptr<Kernel> make_where(const OpDesc& d) {
             O[out + j] = C[offs[0] + j * inner[0]] ? A[offs[1] + j * inner[1]]
                                                    : B[offs[2] + j * inner[2]];
         });
-      },
-      (double)o->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> where_factory(const OpDesc& d) {

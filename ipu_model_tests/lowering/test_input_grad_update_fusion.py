@@ -11,9 +11,18 @@ import ipuxl as popxl
 import ipuxl.addons as addons
 import ipuxl.ops as ops
 from ipuxl._core_loader import core
-from ipuxl.lowering.host_passes.input_grad_update import FUSED_MAX_BATCH, FUSED_MIN_COLS
 
 RNG = np.random.default_rng(23)
+
+
+@pytest.fixture
+def fuse(monkeypatch):
+    """Where the pass fuses: "always" (within the kernel's batch range) or
+    "never", instead of the core's measured per-level rules, so the kernel
+    is checked at every shape on every machine."""
+    def set_(mode):
+        monkeypatch.setenv("IPUXL_FUSED_UPDATE", mode)
+    return set_
 
 
 def _f32(*shape):
@@ -41,7 +50,8 @@ def _same_graph_program(b, m, n, read_dx_between=False):
 
 
 @pytest.mark.parametrize("b,m,n", [(8, 96, 80), (5, 33, 72), (1, 64, 64), (16, 40, 130)])
-def test_fused_pass_over_w_matches_numpy(b, m, n):
+def test_fused_pass_over_w_matches_numpy(b, m, n, fuse):
+    fuse("always")
     ir, (s_dx,), w, (x, g, w0) = _same_graph_program(b, m, n)
     with popxl.Session(ir, "ipu_model") as sess:
         out = [sess.run()[s_dx] for _ in range(2)]
@@ -56,9 +66,10 @@ def test_fused_pass_over_w_matches_numpy(b, m, n):
     np.testing.assert_allclose(w_final, w2, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("b,n,why", [(FUSED_MAX_BATCH + 1, 80, "batch"),
-                                     (8, FUSED_MIN_COLS - 1, "narrow W")])
-def test_outside_the_fused_range_the_two_gemms_stay(b, n, why):
+@pytest.mark.parametrize("b,n,mode,why", [(17, 80, "always", "batch above the kernel's 16"),
+                                          (8, 80, "never", "the rules say no")])
+def test_outside_the_fused_range_the_two_gemms_stay(b, n, mode, why, fuse):
+    fuse(mode)
     ir, (s_dx,), w, (x, g, w0) = _same_graph_program(b, 48, n)
     with popxl.Session(ir, "ipu_model") as sess:
         dx = sess.run()[s_dx]
@@ -70,7 +81,8 @@ def test_outside_the_fused_range_the_two_gemms_stay(b, n, why):
                                rtol=1e-5, atol=1e-5)
 
 
-def test_a_read_of_the_input_gradient_in_between_keeps_them_apart():
+def test_a_read_of_the_input_gradient_in_between_keeps_them_apart(fuse):
+    fuse("always")
     ir, (s_dx, s_twice), w, (x, g, w0) = _same_graph_program(8, 64, 64, read_dx_between=True)
     with popxl.Session(ir, "ipu_model") as sess:
         r = sess.run()
@@ -81,7 +93,8 @@ def test_a_read_of_the_input_gradient_in_between_keeps_them_apart():
     np.testing.assert_allclose(r[s_twice], 2 * want, rtol=1e-5, atol=1e-5)
 
 
-def test_addons_training_step_fuses_hidden_layers_and_matches_torch():
+def test_addons_training_step_fuses_hidden_layers_and_matches_torch(fuse):
+    fuse("always")
     torch = pytest.importorskip("torch")
     layers, batch, lr, steps = (96, 80, 72, 64, 10), 8, 0.05, 3
     weights = [(0.1 * _f32(i, o), 0.1 * _f32(o)) for i, o in zip(layers[:-1], layers[1:])]
@@ -131,9 +144,9 @@ def test_addons_training_step_fuses_hidden_layers_and_matches_torch():
         losses = [float(sess.run({s_img: i, s_lab: y})[s_loss]) for i, y in zip(images, labels)]
         text = sess.engine.describe(host=True)
         got = sess.get_tensors_data([named[f"fc{i}.weight"] for i in range(4)])
-    # Hidden layers 2 and 3 (W 80x72 and 72x64); layer 1's input gradient
-    # is not needed and the output layer is narrow.
-    assert text.count("MatMulInputGradUpdate") == 2
+    # Layers 2 to 4 (W 80x72, 72x64 and 64x10); layer 1's input gradient
+    # is not needed.
+    assert text.count("MatMulInputGradUpdate") == 3
 
     params = [(torch.tensor(w, dtype=torch.float64, requires_grad=True),
                torch.tensor(b, dtype=torch.float64, requires_grad=True)) for w, b in weights]
@@ -182,3 +195,21 @@ def test_kernel_rejects_bad_operands_without_crashing(shapes, alias, message):
     d, gi = _raw_program(*shapes, alias=alias)
     with pytest.raises(ValueError, match=message):
         core.Engine(d, gi)
+
+
+@pytest.mark.parametrize("b,m,n", [(8, 512, 512), (8, 512, 10), (4, 96, 80), (16, 784, 512),
+                                   (1, 64, 64), (12, 40, 130)])
+def test_the_pass_follows_the_cores_rules(b, m, n, monkeypatch):
+    monkeypatch.delenv("IPUXL_FUSED_UPDATE", raising=False)
+    ir, (s_dx,), w, _ = _same_graph_program(b, m, n)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.run()
+        fused = "MatMulInputGradUpdate" in sess.engine.describe()
+    assert fused == core.prefer_fused_input_grad_update(b, m, n)
+
+
+def test_fusion_setting_is_checked(monkeypatch):
+    assert not core.prefer_fused_input_grad_update(17, 64, 64)  # outside the kernel's range
+    monkeypatch.setenv("IPUXL_FUSED_UPDATE", "sometimes")
+    with pytest.raises(ValueError, match="IPUXL_FUSED_UPDATE=sometimes"):
+        core.prefer_fused_input_grad_update(8, 64, 64)

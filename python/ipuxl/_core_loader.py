@@ -1,11 +1,17 @@
 """Loads the compiled core (``ipuxl._core``) and installs the BLAS it uses.
 
 ``IPUXL_CORE_DIR`` may name a directory holding a freshly built ``_core``
-extension (developer builds outside the package). float32 GEMMs use the
-core's own packed SIMD kernels (AVX-512 or AVX2); only a build without them
-(or ``IPUXL_USE_OPENBLAS=1``) loads the ``scipy-openblas32`` wheel, whose
-``cblas_sgemm`` is found with ctypes and its address handed to the core, so
-the extension has no link-time dependency.
+extension (developer builds outside the package).
+
+The core picks its instruction-set level here, at import: the best the CPU
+has, or ``IPUXL_ISA`` (``sse``, ``avx2``, ``avx512`` on x86-64); an unknown
+level or one the CPU lacks raises ValueError naming the setting.
+
+float32 GEMMs run on the core's packed kernels or on the ``scipy-openblas32``
+wheel's ``cblas_sgemm``, whichever is faster for each shape (timed once per
+shape when a Session compiles). The library is found with ctypes and its
+address handed to the core, so the extension has no link-time dependency;
+``IPUXL_NO_BLAS=1`` leaves it unloaded (the core's kernels only).
 """
 import ctypes
 import importlib.machinery
@@ -38,28 +44,37 @@ def _load_core():
 
 def _install_blas(mod) -> str:
     if os.environ.get("IPUXL_NO_BLAS"):
-        return "builtin"
-    kernel = mod.gemm_kernel() if hasattr(mod, "gemm_kernel") else "portable"
-    if kernel != "portable" and not os.environ.get("IPUXL_USE_OPENBLAS"):
-        # The core's packed SIMD GEMM beats OpenBLAS on every shape measured;
-        # not loading OpenBLAS also keeps its ~30 MB out of the process.
-        return f"ipuxl packed GEMM ({kernel})"
+        return f"ipuxl packed GEMM ({mod.isa()})"
+    # A level forced below the CPU's best (IPUXL_ISA) holds for the library
+    # too: OpenBLAS then runs its kernels for that level (Haswell: AVX2+FMA;
+    # Nehalem: SSE), so the per-shape choice compares like with like. The
+    # setting is read when the library loads (importing scipy_openblas32
+    # loads it); the user's own OPENBLAS_CORETYPE wins.
+    coretype = {"avx2": "Haswell", "sse": "Nehalem"}.get(mod.isa())
+    set_coretype = (coretype is not None and mod.isa() != mod.isa_levels()[-1]
+                    and "OPENBLAS_CORETYPE" not in os.environ)
+    if set_coretype:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
     try:
-        import scipy_openblas32 as sob
-    except ImportError:
-        return "builtin"
-    import glob  # noqa: PLC0415
+        try:
+            import scipy_openblas32 as sob
+        except ImportError:
+            return f"ipuxl packed GEMM ({mod.isa()})"
+        import glob  # noqa: PLC0415
 
-    lib_dir = sob.get_lib_dir()
-    cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
-                   glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))
-    if not cands:
-        return "builtin"
-    lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+        lib_dir = sob.get_lib_dir()
+        cands = sorted(glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.so*")) +
+                       glob.glob(os.path.join(lib_dir, f"lib{sob.get_library()}*.dylib")))
+        if not cands:
+            return f"ipuxl packed GEMM ({mod.isa()})"
+        lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+    finally:
+        if set_coretype:
+            del os.environ["OPENBLAS_CORETYPE"]
     prefix = sob.get_prefix() if hasattr(sob, "get_prefix") else "scipy_"
     fn = getattr(lib, f"{prefix}cblas_sgemm", None)
     if fn is None:
-        return "builtin"
+        return f"ipuxl packed GEMM ({mod.isa()})"
     mod.set_sgemm(ctypes.cast(fn, ctypes.c_void_p).value)
     # The core splits large GEMMs over its own thread pool: a second pool of
     # OpenBLAS threads would only compete with it for the same cores.
@@ -67,8 +82,9 @@ def _install_blas(mod) -> str:
     if set_threads is not None:
         set_threads(1)
     _install_blas.lib = lib  # keep the library loaded
-    return f"scipy-openblas32 ({cands[0]})"
+    return f"ipuxl packed GEMM ({mod.isa()}) or scipy-openblas32 per shape ({cands[0]})"
 
 
 core = _load_core()
+isa = core.isa()  # the instruction-set level: raises ValueError for a bad IPUXL_ISA
 blas_backend = _install_blas(core)

@@ -7,9 +7,10 @@ read once, gives its column of ``dX``, and is updated.
 Relies on, and checks: the last entry before the update that touches ``W``
 is that input gradient (plain, run, float32, shapes matching); nothing in
 between writes ``X`` or ``G`` or reads ``dX``; the shape is one the core
-prefers fused (``core.prefer_fused_input_grad_update`` where the core has
-it, else a batch of at most 16 and ``W`` at least 64 wide). Runs after
-``skip_dead_ops``: an input gradient nobody reads stays unrun instead.
+measured faster fused at the instruction-set level in use
+(``core.prefer_fused_input_grad_update``; ``IPUXL_FUSED_UPDATE=always|never``
+overrides it). Runs after ``skip_dead_ops``: an input gradient nobody reads
+stays unrun instead.
 """
 from ..._core_loader import core
 from ..program import Entry, Program
@@ -17,16 +18,9 @@ from .analysis import alias_roots, is_f32, root_of, touches, writes
 
 NAME = "fuse_input_grad_updates"
 
-#: Fallback rule when the core does not answer per shape.
-FUSED_MAX_BATCH = 16
-FUSED_MIN_COLS = 64
-
 
 def _prefer_fused(batch: int, rows: int, cols: int) -> bool:
-    ask = getattr(core, "prefer_fused_input_grad_update", None)
-    if ask is not None:
-        return bool(ask(batch, rows, cols))
-    return batch <= FUSED_MAX_BATCH and cols >= FUSED_MIN_COLS
+    return bool(core.prefer_fused_input_grad_update(batch, rows, cols))
 
 
 def _is_shallow_update(u: Entry) -> bool:
