@@ -19,13 +19,15 @@ import pytest
 from ipuxl import _core as core
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
 LEVELS = core.isa_levels()
 
 
 def _env(**extra):
     env = dict(os.environ)
     if "IPUXL_CORE_DIR" in env:  # developer build: the same package as this process
-        env["PYTHONPATH"] = os.path.join(os.path.dirname(HERE), "python") + os.pathsep + \
+        env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + \
             env.get("PYTHONPATH", "")
     env.pop("IPUXL_ISA", None)
     env.update(extra)
@@ -84,15 +86,15 @@ def test_fma_peak_probe(level):
 # The GEMM tests (every GEMM path) and the fused input-gradient update's;
 # the elementwise copies, the folded updates and the SGD updates are covered
 # by test_levels_agree_with_each_other_and_float64 below.
-LEVEL_TESTS = ["test_gemm.py", "test_input_grad_update_fusion.py"]
+LEVEL_TESTS = ["engine/test_gemm.py", "lowering/test_input_grad_update_fusion.py"]
 
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_gemm_and_matmul_tests_at_each_level(level):
-    args = [os.path.join(HERE, t) for t in LEVEL_TESTS]
+    args = [os.path.join(TESTS, t) for t in LEVEL_TESTS]
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                         *args], env=_env(IPUXL_ISA=level), capture_output=True, text=True,
-                       timeout=600, cwd=os.path.dirname(HERE))
+                       timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout
 
@@ -165,7 +167,7 @@ with popxl.Session(ir, "ipu_model") as s:
     losses = [float(s.run({xs: rng.standard_normal((8, 64)).astype(np.float32),
                            ls: rng.integers(0, 10, 8).astype(np.int32)})[ys])
               for _ in range(5)]
-    fused = "MatMulInputGradUpdate" in s.engine.describe()
+    fused = "MatMulInputGradUpdate" in s.engine.describe(host=True)
 out["mlp_losses"] = losses
 out["fused"] = fused
 json.dump(out, sys.stdout)
