@@ -1,0 +1,469 @@
+// Convolutions with 1, 2 or 3 spatial axes (ONNX Conv semantics, NCHW):
+//
+//   Conv             (x [N,C,*in], w [M,C/G,*k] [, log2_scale]) -> y [N,M,*out]
+//   ConvDataGrad     (dy [N,M,*out], w [M,C/G,*k] [, log2_scale]) -> dx [N,C,*in]
+//   ConvWeightsGrad  (dy [N,M,*out], x [N,C,*in]) -> dw [M,C/G,*k]
+//
+// attributes: strides, pads (begin of each axis, then end of each axis),
+// dilations (each one per spatial axis) and groups. ConvDataGrad is also the
+// transposed convolution (ops.conv_transpose): dx's spatial shape is given
+// by its output tensor and must satisfy out = floor((in + pad_b + pad_e -
+// dil*(k-1) - 1) / stride) + 1 on every axis.
+//
+// Method: per group, a chunk of images is unfolded (im2col) into a
+// [C/G * prod(k), nb * prod(out)] matrix and multiplied by the group's
+// weights with blas::sgemm; the data gradient multiplies by the transposed
+// weights and folds the columns back (col2im), the weight gradient
+// multiplies the output gradient by the transposed columns. Chunks hold as
+// many images as fit a fixed column budget, so small images make one large
+// product. Unfolding and folding run over the core's thread pool by
+// (image, channel); the products use the GEMM's own threading. A 1x1
+// convolution with unit strides and no padding uses the input in place.
+//
+// Types: float32; float16 computes in float32 and rounds once; with a third
+// input (an int32 scalar log2_scale) the operands are float8_143/152 (both
+// the same format or mixed), decoded exactly to float32, and the result is
+// multiplied by 2^log2_scale and rounded once to float16 (PopXL's
+// conv_pow2scaled).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "../core/fp8.hpp"
+#include "../core/parallel.hpp"
+#include "common.hpp"
+
+namespace ipuxl {
+namespace {
+
+enum class ConvKind { Forward, DataGrad, WeightsGrad };
+
+// Geometry of one convolution, spatial axes padded to 3 (leading 1s).
+struct Geom {
+  int64_t N = 0, C = 0, M = 0, G = 1, Cg = 0, Mg = 0;
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
+  int64_t Isp = 1, Ksp = 1, P = 1, K = 1;
+  bool pointwise = false;  // 1x1 kernel, unit strides, no padding: columns == input
+};
+
+// Validates the attributes and the three tensor shapes (x-like, w-like,
+// y-like) and fills the geometry.
+Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& ys) {
+  const int64_t r = (int64_t)xs.size();
+  if (r < 3 || r > 5)
+    d.fail("the input must have rank 3, 4 or 5 (N, C and 1-3 spatial axes), got " +
+           shape_str(xs));
+  if ((int64_t)ws.size() != r || (int64_t)ys.size() != r)
+    d.fail("the input " + shape_str(xs) + ", weights " + shape_str(ws) + " and output " +
+           shape_str(ys) + " must have the same rank");
+  const int64_t ns = r - 2;
+  auto strides = d.attrs.ints("strides");
+  auto pads = d.attrs.ints("pads");
+  auto dils = d.attrs.ints("dilations");
+  const int64_t G = d.attrs.i("groups", 1);
+  if ((int64_t)strides.size() != ns || (int64_t)dils.size() != ns || (int64_t)pads.size() != 2 * ns)
+    d.fail("strides and dilations need " + std::to_string(ns) + " values and pads " +
+           std::to_string(2 * ns));
+  Geom g;
+  g.N = xs[0];
+  g.C = xs[1];
+  g.M = ws[0];
+  g.G = G;
+  if (G < 1 || g.C % G != 0 || g.M % G != 0)
+    d.fail("groups " + std::to_string(G) + " must divide the input channels " +
+           std::to_string(g.C) + " and the output channels " + std::to_string(g.M));
+  g.Cg = g.C / G;
+  g.Mg = g.M / G;
+  if (ws[1] != g.Cg)
+    d.fail("the weights " + shape_str(ws) + " must have C/groups = " + std::to_string(g.Cg) +
+           " input channels");
+  if (ys[0] != g.N || ys[1] != g.M)
+    d.fail("the output " + shape_str(ys) + " must have batch " + std::to_string(g.N) +
+           " and " + std::to_string(g.M) + " channels");
+  const int64_t off = 3 - ns;
+  for (int64_t i = 0; i < ns; ++i) {
+    const int64_t s = strides[(size_t)i], dl = dils[(size_t)i];
+    const int64_t pb = pads[(size_t)i], pe = pads[(size_t)(i + ns)];
+    if (s < 1 || dl < 1 || pb < 0 || pe < 0) d.fail("strides and dilations must be >= 1, pads >= 0");
+    const int64_t in = xs[(size_t)(i + 2)], kk = ws[(size_t)(i + 2)], o = ys[(size_t)(i + 2)];
+    if (kk < 1) d.fail("kernel sizes must be >= 1, got " + shape_str(ws));
+    const int64_t span = in + pb + pe - dl * (kk - 1) - 1;
+    const int64_t expect = span < 0 ? 0 : span / s + 1;
+    if (o != expect)
+      d.fail("spatial axis " + std::to_string(i) + ": input " + std::to_string(in) +
+             ", kernel " + std::to_string(kk) + ", stride " + std::to_string(s) + ", dilation " +
+             std::to_string(dl) + " and pads " + std::to_string(pb) + "/" + std::to_string(pe) +
+             " give an output of " + std::to_string(expect) + ", not " + std::to_string(o));
+    g.in[off + i] = in;
+    g.k[off + i] = kk;
+    g.out[off + i] = o;
+    g.stride[off + i] = s;
+    g.dil[off + i] = dl;
+    g.pad[off + i] = pb;
+  }
+  g.Isp = g.in[0] * g.in[1] * g.in[2];
+  g.Ksp = g.k[0] * g.k[1] * g.k[2];
+  g.P = g.out[0] * g.out[1] * g.out[2];
+  g.K = g.Cg * g.Ksp;
+  g.pointwise = g.Ksp == 1;
+  for (int i = 0; i < 3; ++i)
+    g.pointwise = g.pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.out[i] == g.in[i];
+  return g;
+}
+
+// Column budget (floats) of one chunk of images.
+constexpr int64_t kColBudget = int64_t(1) << 21;
+
+// Valid output range [lo, hi) of an axis for kernel offset kk: the outputs
+// o whose input o*s - p + kk*dl lies in [0, in).
+inline void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t koff, int64_t* lo,
+                        int64_t* hi) {
+  // o*s - p + koff >= 0  <=>  o >= ceil((p - koff) / s)
+  int64_t a = p - koff;
+  int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+  // o*s - p + koff <= in - 1  <=>  o <= floor((in - 1 + p - koff) / s)
+  int64_t b = in - 1 + p - koff;
+  int64_t h = b < 0 ? 0 : b / s + 1;
+  *lo = std::min(l, out);
+  *hi = std::max(*lo, std::min(h, out));
+}
+
+// Unfolds channel plane `src` ([in]) into its Ksp rows of `col` (row stride
+// ld, starting at column 0 of this image).
+void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld) {
+  int64_t row = 0;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++row) {
+        float* dst = col + row * ld;
+        int64_t dlo, dhi, hlo, hhi, wlo, whi;
+        valid_range(g.out[0], g.in[0], g.stride[0], g.pad[0], kd * g.dil[0], &dlo, &dhi);
+        valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
+        valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
+        const int64_t OW = g.out[2], sw = g.stride[2];
+        for (int64_t od = 0; od < g.out[0]; ++od) {
+          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+            float* d = dst + (od * g.out[1] + oh) * OW;
+            if (od < dlo || od >= dhi || oh < hlo || oh >= hhi) {
+              std::memset(d, 0, sizeof(float) * (size_t)OW);
+              continue;
+            }
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+            const float* s = src + (id * g.in[1] + ih) * g.in[2] + kw * g.dil[2] - g.pad[2];
+            for (int64_t ow = 0; ow < wlo; ++ow) d[ow] = 0.0f;
+            if (sw == 1) {
+              if (whi > wlo) std::memcpy(d + wlo, s + wlo, sizeof(float) * (size_t)(whi - wlo));
+            } else {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow] = s[ow * sw];
+            }
+            for (int64_t ow = whi; ow < OW; ++ow) d[ow] = 0.0f;
+          }
+        }
+      }
+}
+
+// Folds the Ksp rows of `col` back onto channel plane `dst` (accumulating).
+void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst) {
+  int64_t row = 0;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++row) {
+        const float* src = col + row * ld;
+        int64_t dlo, dhi, hlo, hhi, wlo, whi;
+        valid_range(g.out[0], g.in[0], g.stride[0], g.pad[0], kd * g.dil[0], &dlo, &dhi);
+        valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
+        valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
+        const int64_t OW = g.out[2], sw = g.stride[2];
+        for (int64_t od = dlo; od < dhi; ++od)
+          for (int64_t oh = hlo; oh < hhi; ++oh) {
+            const float* s = src + (od * g.out[1] + oh) * OW;
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+            float* d = dst + (id * g.in[1] + ih) * g.in[2] + kw * g.dil[2] - g.pad[2];
+            if (sw == 1) {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow] += s[ow];
+            } else {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow * sw] += s[ow];
+            }
+          }
+      }
+}
+
+// How an operand reaches float32: in place (float32) or converted into a
+// buffer at each run (float16 exactly; fp8 through its decode table).
+struct FloatView {
+  const TensorRef* t = nullptr;
+  std::shared_ptr<std::vector<float>> buf;
+
+  FloatView() = default;
+  explicit FloatView(const TensorRef* ref) : t(ref) {
+    if (t->dtype != DType::Float32) buf = std::make_shared<std::vector<float>>((size_t)t->nelms);
+  }
+  const float* get() const {
+    if (!buf) return t->as<float>();
+    float* o = buf->data();
+    const int64_t n = t->nelms;
+    if (t->dtype == DType::Float16) {
+      const f16* s = t->as<f16>();
+      parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = (float)s[i];
+      });
+    } else {
+      const float* lut = (t->dtype == DType::Float8_143 ? fp8::table143() : fp8::table152()).v;
+      const uint8_t* s = t->data;
+      parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = lut[s[i]];
+      });
+    }
+    return o;
+  }
+};
+
+// The output: written in place (float32) or through a float buffer rounded
+// once to float16 (times 2^log2_scale for the fp8 form).
+struct FloatOut {
+  const TensorRef* t = nullptr;
+  std::shared_ptr<std::vector<float>> buf;
+
+  FloatOut() = default;
+  explicit FloatOut(const TensorRef* ref) : t(ref) {
+    if (t->dtype != DType::Float32) buf = std::make_shared<std::vector<float>>((size_t)t->nelms);
+  }
+  float* get() const { return buf ? buf->data() : t->as<float>(); }
+  void finish(int log2_scale, bool scaled) const {
+    const int64_t n = t->nelms;
+    const float* s = get();
+    const float scale = scaled ? std::ldexp(1.0f, log2_scale) : 1.0f;
+    if (!buf) {
+      if (scaled) {
+        float* o = t->as<float>();
+        for (int64_t i = 0; i < n; ++i) o[i] *= scale;
+      }
+      return;
+    }
+    f16* o = t->as<f16>();
+    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f16(s[i] * scale);
+    });
+  }
+};
+
+struct ConvPlan {
+  ConvKind kind;
+  Geom g;
+  int64_t nb = 1;  // images per chunk
+  FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
+  FloatOut o;
+  const TensorRef* log2_scale = nullptr;
+  bool scaled = false;
+  std::shared_ptr<std::vector<float>> col, tmp;  // columns, reordered rows
+};
+
+// dy chunk [nb images, Mg rows of group gi] -> rows [Mg, nb*P].
+void gather_rows(const Geom& g, const float* y, int64_t n0, int64_t nb, int64_t gi, float* rows) {
+  const int64_t P = g.P;
+  parallel_for(g.Mg * nb, std::max<int64_t>(1, 16384 / std::max<int64_t>(P, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t u = b; u < e; ++u) {
+                   const int64_t m = u / nb, i = u % nb;
+                   std::memcpy(rows + m * nb * P + i * P,
+                               y + ((n0 + i) * g.M + gi * g.Mg + m) * P, sizeof(float) * (size_t)P);
+                 }
+               });
+}
+
+void run_forward(const ConvPlan& p, const float* X, const float* W, float* Y) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const float* Wg = W + gi * g.Mg * K;
+      if (g.pointwise && nb == 1) {
+        blas::sgemm(false, false, g.Mg, P, K, 1.0f, Wg, K, X + (n0 * g.C + gi * g.Cg) * g.Isp, P,
+                    0.0f, Y + (n0 * g.M + gi * g.Mg) * P, P);
+        continue;
+      }
+      float* col = p.col->data();
+      const int64_t ld = nb * P;
+      parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t u = b; u < e; ++u) {
+                       const int64_t i = u / g.Cg, c = u % g.Cg;
+                       im2col_plane(g, X + ((n0 + i) * g.C + gi * g.Cg + c) * g.Isp,
+                                    col + c * g.Ksp * ld + i * P, ld);
+                     }
+                   });
+      if (nb == 1) {
+        blas::sgemm(false, false, g.Mg, P, K, 1.0f, Wg, K, col, ld, 0.0f,
+                    Y + (n0 * g.M + gi * g.Mg) * P, P);
+      } else {
+        float* tmp = p.tmp->data();
+        blas::sgemm(false, false, g.Mg, ld, K, 1.0f, Wg, K, col, ld, 0.0f, tmp, ld);
+        parallel_for(g.Mg * nb, std::max<int64_t>(1, 16384 / std::max<int64_t>(P, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t u = b; u < e; ++u) {
+                         const int64_t m = u / nb, i = u % nb;
+                         std::memcpy(Y + ((n0 + i) * g.M + gi * g.Mg + m) * P,
+                                     tmp + m * ld + i * P, sizeof(float) * (size_t)P);
+                       }
+                     });
+      }
+    }
+  }
+}
+
+void run_data_grad(const ConvPlan& p, const float* DY, const float* W, float* DX) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const float* Wg = W + gi * g.Mg * K;
+      const int64_t ld = nb * P;
+      const float* rows;
+      if (nb == 1) {
+        rows = DY + (n0 * g.M + gi * g.Mg) * P;
+      } else {
+        gather_rows(g, DY, n0, nb, gi, p.tmp->data());
+        rows = p.tmp->data();
+      }
+      if (g.pointwise && nb == 1) {
+        blas::sgemm(true, false, K, P, g.Mg, 1.0f, Wg, K, rows, P, 0.0f,
+                    DX + (n0 * g.C + gi * g.Cg) * g.Isp, P);
+        continue;
+      }
+      float* col = p.col->data();
+      blas::sgemm(true, false, K, ld, g.Mg, 1.0f, Wg, K, rows, ld, 0.0f, col, ld);
+      parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t u = b; u < e; ++u) {
+                       const int64_t i = u / g.Cg, c = u % g.Cg;
+                       float* plane = DX + ((n0 + i) * g.C + gi * g.Cg + c) * g.Isp;
+                       std::memset(plane, 0, sizeof(float) * (size_t)g.Isp);
+                       col2im_plane(g, col + c * g.Ksp * ld + i * P, ld, plane);
+                     }
+                   });
+    }
+  }
+}
+
+void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float* DW) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  if (g.N == 0 || P == 0) {
+    std::memset(DW, 0, sizeof(float) * (size_t)(g.M * K));
+    return;
+  }
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    const float beta = n0 == 0 ? 0.0f : 1.0f;
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      float* DWg = DW + gi * g.Mg * K;
+      const int64_t ld = nb * P;
+      const float* rows;
+      if (nb == 1) {
+        rows = DY + (n0 * g.M + gi * g.Mg) * P;
+      } else {
+        gather_rows(g, DY, n0, nb, gi, p.tmp->data());
+        rows = p.tmp->data();
+      }
+      const float* col;
+      if (g.pointwise && nb == 1) {
+        col = X + (n0 * g.C + gi * g.Cg) * g.Isp;
+      } else {
+        float* c = p.col->data();
+        parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t u = b; u < e; ++u) {
+                         const int64_t i = u / g.Cg, cc = u % g.Cg;
+                         im2col_plane(g, X + ((n0 + i) * g.C + gi * g.Cg + cc) * g.Isp,
+                                      c + cc * g.Ksp * ld + i * P, ld);
+                       }
+                     });
+        col = c;
+      }
+      blas::sgemm(false, true, g.Mg, K, ld, 1.0f, rows, ld, col, ld, beta, DWg, K);
+    }
+  }
+}
+
+std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
+  if (d.out.size() != 1) d.fail("expected 1 output");
+  const bool scaled = d.in.size() == 3;
+  if (d.in.size() != 2 && !(scaled && kind != ConvKind::WeightsGrad))
+    d.fail("expected 2 inputs (3 with a log2 scale)");
+  for (const TensorRef* t : d.in)
+    if (!t) d.fail("an input is missing");
+  const TensorRef* a = d.in[0];
+  const TensorRef* b = d.in[1];
+  const TensorRef* o = d.out[0];
+  ConvPlan p;
+  p.kind = kind;
+  p.scaled = scaled;
+  if (scaled) {
+    p.log2_scale = d.in[2];
+    if (p.log2_scale->dtype != DType::Int32 || p.log2_scale->nelms != 1)
+      d.fail("the log2 scale '" + p.log2_scale->name + "' must be an int32 scalar");
+    if (!dtype_is_fp8(a->dtype) || !dtype_is_fp8(b->dtype))
+      d.fail("a scaled convolution needs float8 operands, got " + std::string(dtype_name(a->dtype)) +
+             " and " + dtype_name(b->dtype));
+    if (o->dtype != DType::Float16) d.fail("a scaled convolution produces float16");
+  } else {
+    if (a->dtype != DType::Float32 && a->dtype != DType::Float16)
+      d.fail(std::string("expected float32 or float16 operands, got ") + dtype_name(a->dtype));
+    d.expect_same_dtype(*a, *b);
+    d.expect_same_dtype(*a, *o);
+  }
+  switch (kind) {
+    case ConvKind::Forward: p.g = make_geom(d, a->shape, b->shape, o->shape); break;
+    case ConvKind::DataGrad: p.g = make_geom(d, o->shape, b->shape, a->shape); break;
+    case ConvKind::WeightsGrad: p.g = make_geom(d, b->shape, o->shape, a->shape); break;
+  }
+  const Geom& g = p.g;
+  const int64_t colrow = std::max<int64_t>(1, g.K * g.P);
+  p.nb = std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(g.N, 1), kColBudget / colrow));
+  if (g.pointwise && kind != ConvKind::WeightsGrad) p.nb = 1;
+  if (!(g.pointwise && p.nb == 1))
+    p.col = std::make_shared<std::vector<float>>((size_t)(g.K * g.P * p.nb));
+  if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
+  p.a = FloatView(a);
+  p.b = FloatView(b);
+  p.o = FloatOut(o);
+  const double work = 2.0 * (double)g.N * (double)g.M * (double)g.P * (double)g.K;
+  return make_kernel(
+      [p](RunContext&) {
+        int log2_scale = 0;
+        if (p.scaled) {
+          log2_scale = p.log2_scale->as<int32_t>()[0];
+          // PopXL documents [-32, 32); ldexp is defined for any value.
+          log2_scale = std::max(-300, std::min(300, log2_scale));
+        }
+        const float* A = p.a.get();
+        const float* B = p.b.get();
+        float* O = p.o.get();
+        switch (p.kind) {
+          case ConvKind::Forward: run_forward(p, A, B, O); break;
+          case ConvKind::DataGrad: run_data_grad(p, A, B, O); break;
+          case ConvKind::WeightsGrad: run_weights_grad(p, A, B, O); break;
+        }
+        p.o.finish(log2_scale, p.scaled);
+      },
+      work);
+}
+
+}  // namespace
+
+IPUXL_REGISTER_KERNEL("Conv", [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::Forward); });
+IPUXL_REGISTER_KERNEL("ConvDataGrad",
+                      [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::DataGrad); });
+IPUXL_REGISTER_KERNEL("ConvWeightsGrad",
+                      [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::WeightsGrad); });
+
+}  // namespace ipuxl
