@@ -442,8 +442,9 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         int log2_scale = 0;
         if (p.scaled) {
           log2_scale = p.log2_scale->as<int32_t>()[0];
-          // PopXL documents [-32, 32); ldexp is defined for any value.
-          log2_scale = std::max(-300, std::min(300, log2_scale));
+          if (log2_scale < -32 || log2_scale >= 32)
+            throw RunError("conv_pow2scaled: the log2 scale " + std::to_string(log2_scale) +
+                           " is outside the range [-32, 32) of a 6-bit signed integer");
         }
         const float* A = p.a.get();
         const float* B = p.b.get();

@@ -189,7 +189,7 @@ def test_concat_errors():
         d = popxl.variable(np.zeros((2, 3, 1), np.float32))
         with pytest.raises(ValueError, match="must match except on axis 0"):
             ops.concat([a, b], 0)
-        with pytest.raises(TypeError, match="same dtype"):
+        with pytest.raises(TypeError, match="same type"):
             ops.concat([a, c], 0)
         with pytest.raises(ValueError, match="same rank"):
             ops.concat([a, d], 0)

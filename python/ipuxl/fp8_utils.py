@@ -85,7 +85,7 @@ def _encode(x: np.ndarray, fd: FpDef, log2_scale: int, nan_on_overflow: bool) ->
     sub = (re - 1) < emin
     code_sub = np.ldexp(r, -(emin - m_bits))
     code_norm = ((re - 1 + bias) << m_bits) + (np.ldexp(r, -(re - 1 - m_bits)) - (1 << m_bits))
-    code = np.where(sub, code_sub, code_norm).astype(np.int64)
+    code = np.where(r == 0, 0, np.where(sub, code_sub, code_norm)).astype(np.int64)
     code = np.where((v < 0) & (r != 0), code | 0x80, code)
     code = np.where(bad | (over & bool(nan_on_overflow)), NAN_BYTE, code)
     return code.astype(np.uint8)

@@ -236,7 +236,9 @@ def _concat_check(op: str, ts) -> Tuple[List[Tensor], int]:
         raise ValueError(f"{op}: at least one tensor is required")
     check_in_graph(op, **{f"ts_{i}": t for i, t in enumerate(ts)})
     same_tile_set(op, *ts)
-    check_same_dtype(op, *ts)
+    if len({t.dtype for t in ts}) > 1:
+        desc = ", ".join(f"{t.id!r} ({t.dtype.name})" for t in ts)
+        raise TypeError(f"{op}: All inputs to a concat operation must have the same type: {desc}")
     return ts, ts[0].rank
 
 

@@ -21,6 +21,9 @@ INT_DTYPES = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int
               dtypes.uint32, dtypes.int64, dtypes.uint64)
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 ALL_DTYPES = NUMERIC_DTYPES + (dtypes.bool,)
+FP8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
+#: Types ops that only move bytes (gather, slices, reshapes...) accept.
+MOVABLE_DTYPES = ALL_DTYPES + FP8_DTYPES
 
 
 def check_tensor(op: str, name: str, t) -> Tensor:
