@@ -258,6 +258,7 @@ struct ConvPlan {
   ConvKind kind;
   Geom g;
   int64_t nb = 1;  // images per chunk
+  bool batched = false;  // threads over images (run_*_batched)
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
   const TensorRef* log2_scale = nullptr;
@@ -394,6 +395,80 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
   }
 }
 
+// Batch-parallel forms, for images small enough that one image's product
+// is cheap: threads take whole images, unfold each into their own column
+// buffer and run single-threaded products (a nested parallel_for runs
+// inline) straight into the output, with no reordering.
+void run_forward_batched(const Geom& g, const float* X, const float* W, float* Y) {
+  const int64_t P = g.P, K = g.K;
+  parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
+        const float* B = src;
+        if (!g.pointwise) {
+          for (int64_t c = 0; c < g.Cg; ++c)
+            im2col_plane(g, src + c * g.Isp, col.data() + c * g.Ksp * P, P);
+          B = col.data();
+        }
+        blas::sgemm(false, false, g.Mg, P, K, 1.0f, W + gi * g.Mg * K, K, B, P, 0.0f,
+                    Y + (n * g.M + gi * g.Mg) * P, P);
+      }
+  });
+}
+
+void run_data_grad_batched(const Geom& g, const float* DY, const float* W, float* DX) {
+  const int64_t P = g.P, K = g.K;
+  parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const float* rows = DY + (n * g.M + gi * g.Mg) * P;
+        float* dst = DX + (n * g.C + gi * g.Cg) * g.Isp;
+        if (g.pointwise) {
+          blas::sgemm(true, false, K, P, g.Mg, 1.0f, W + gi * g.Mg * K, K, rows, P, 0.0f, dst, P);
+          continue;
+        }
+        blas::sgemm(true, false, K, P, g.Mg, 1.0f, W + gi * g.Mg * K, K, rows, P, 0.0f,
+                    col.data(), P);
+        std::memset(dst, 0, sizeof(float) * (size_t)(g.Cg * g.Isp));
+        for (int64_t c = 0; c < g.Cg; ++c)
+          col2im_plane(g, col.data() + c * g.Ksp * P, P, dst + c * g.Isp);
+      }
+  });
+}
+
+void run_weights_grad_batched(const Geom& g, const float* DY, const float* X, float* DW) {
+  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const int64_t wsize = g.M * K;
+  std::vector<float> partial((size_t)((T - 1) * wsize));
+  parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    for (int64_t t = t0; t < t1; ++t) {
+      float* acc = t == 0 ? DW : partial.data() + (t - 1) * wsize;
+      const int64_t a = g.N * t / T, b = g.N * (t + 1) / T;
+      for (int64_t n = a; n < b; ++n)
+        for (int64_t gi = 0; gi < g.G; ++gi) {
+          const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
+          const float* B = src;
+          if (!g.pointwise) {
+            for (int64_t c = 0; c < g.Cg; ++c)
+              im2col_plane(g, src + c * g.Isp, col.data() + c * g.Ksp * P, P);
+            B = col.data();
+          }
+          blas::sgemm(false, true, g.Mg, K, P, 1.0f, DY + (n * g.M + gi * g.Mg) * P, P, B, P,
+                      n == a ? 0.0f : 1.0f, acc + gi * g.Mg * K, K);
+        }
+      if (b == a) std::memset(acc, 0, sizeof(float) * (size_t)wsize);
+    }
+  });
+  for (int64_t t = 1; t < T; ++t) {
+    const float* src = partial.data() + (t - 1) * wsize;
+    for (int64_t i = 0; i < wsize; ++i) DW[i] += src[i];
+  }
+}
+
 std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   if (d.out.size() != 1) d.fail("expected 1 output");
   const bool scaled = d.in.size() == 3;
@@ -430,7 +505,13 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   const int64_t colrow = std::max<int64_t>(1, g.K * g.P);
   p.nb = std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(g.N, 1), kColBudget / colrow));
   if (g.pointwise && kind != ConvKind::WeightsGrad) p.nb = 1;
-  if (!(g.pointwise && p.nb == 1))
+  // Threads over images when there are enough images and one image's
+  // product is small (below ~16 MFLOP): single-threaded products on
+  // private columns beat splitting each small product.
+  const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
+  p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
+  if (p.batched) p.nb = 1;
+  if (!(g.pointwise && p.nb == 1) && !p.batched)
     p.col = std::make_shared<std::vector<float>>((size_t)(g.K * g.P * p.nb));
   if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
   p.a = FloatView(a);
@@ -449,6 +530,15 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
+        if (p.batched) {
+          switch (p.kind) {
+            case ConvKind::Forward: run_forward_batched(p.g, A, B, O); break;
+            case ConvKind::DataGrad: run_data_grad_batched(p.g, A, B, O); break;
+            case ConvKind::WeightsGrad: run_weights_grad_batched(p.g, A, B, O); break;
+          }
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         switch (p.kind) {
           case ConvKind::Forward: run_forward(p, A, B, O); break;
           case ConvKind::DataGrad: run_data_grad(p, A, B, O); break;
