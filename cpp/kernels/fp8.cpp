@@ -11,6 +11,7 @@
 //
 // A log2 scale outside [-32, 32) is a RunError at run time (PopART's
 // throwIfLog2ScaleTensorNotInRange, on by default).
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -155,8 +156,73 @@ std::unique_ptr<Kernel> matmul_pow2_factory(const OpDesc& d) {
       2.0 * (double)nb * M * N * K);
 }
 
+// Fp8MseScale (x float16/float32) -> int32 scalar: the power-of-two scale
+// of popxl.fp8_utils.host_fp8_mse_scale (its MSE search over a log2
+// histogram, evaluated in double in the same order, so the result is the
+// same). attrs: format_span, min_src_index, num_candidates, quantisation_error.
+std::unique_ptr<Kernel> mse_scale_factory(const OpDesc& d) {
+  d.expect_arity(1, 1);
+  const TensorRef* x = d.in[0];
+  const TensorRef* o = d.out[0];
+  if (x->dtype != DType::Float16 && x->dtype != DType::Float32)
+    d.fail(std::string("expected a float16 or float32 input, got ") + dtype_name(x->dtype));
+  if (o->dtype != DType::Int32 || o->nelms != 1) d.fail("the output must be an int32 scalar");
+  const int64_t span = d.attrs.i("format_span"), start0 = d.attrs.i("min_src_index");
+  const int64_t ncand = d.attrs.i("num_candidates");
+  const double qerr = d.attrs.f("quantisation_error");
+  if (span < 1 || start0 < 0 || ncand < 1 || start0 + ncand > 253 || ncand > 63)
+    d.fail("bad fp8 scale search parameters");
+  return make_kernel(
+      [=](RunContext&) {
+        // fp32 binades 2^-126 .. 2^126 (253 limits), histogram with
+        // under- and overflow bins at the ends.
+        constexpr int kLo = -126, kN = 253;
+        double limits[kN];
+        for (int i = 0; i < kN; ++i) limits[i] = std::ldexp(1.0, kLo + i);
+        double hist[kN + 1] = {};
+        for (int64_t i = 0; i < x->nelms; ++i) {
+          const double a = std::fabs(x->dtype == DType::Float16 ? (double)(float)x->as<f16>()[i]
+                                                                 : (double)x->as<float>()[i]);
+          if (a < limits[0]) hist[0] += 1;
+          else if (a > limits[kN - 1]) hist[kN] += 1;
+          else if (!std::isnan(a)) {
+            int e;
+            std::frexp(a, &e);
+            hist[e - kLo] += 1;
+          }
+        }
+        double total = 0.0;
+        for (int i = 0; i <= kN; ++i) total += hist[i];
+        for (int i = 0; i <= kN; ++i) hist[i] = hist[i] / total;
+        std::vector<double> mses((size_t)ncand);
+        for (int64_t index = 0; index < ncand; ++index) {
+          const int64_t start = start0 + index;
+          double mse = 0.0;
+          for (int64_t i = 0; i < start; ++i) {
+            if (i == 0) mse += (limits[0] / 2) * (limits[0] / 2);
+            mse += (limits[i] * limits[i]) * hist[i + 1];
+          }
+          for (int64_t i = start; i < std::min<int64_t>(start + span, kN); ++i)
+            mse += limits[i] * limits[i] * hist[i + 1] * qerr;
+          for (int64_t i = start + span; i < kN; ++i) {
+            const double dd = limits[index + span - 1] - limits[i];
+            mse += (dd * dd) * hist[i + 1];
+          }
+          mses[(size_t)index] = mse;
+        }
+        double best = mses[0];
+        for (double m : mses) best = std::min(best, m);
+        std::vector<int64_t> biases;
+        for (int64_t index = 0; index < ncand; ++index)
+          if (mses[(size_t)index] == best) biases.push_back(index - 31);
+        o->as<int32_t>()[0] = (int32_t)(-biases[biases.size() / 2]);
+      },
+      (double)x->nelms);
+}
+
 }  // namespace
 
+IPUXL_REGISTER_KERNEL("Fp8MseScale", mse_scale_factory);
 IPUXL_REGISTER_KERNEL("Pow2ScaleThenCast", to_fp8_factory);
 IPUXL_REGISTER_KERNEL("CastThenPow2Scale", from_fp8_factory);
 IPUXL_REGISTER_KERNEL("MatMulPow2Scaled", matmul_pow2_factory);

@@ -43,12 +43,17 @@ AxisTaps make_taps(const OpDesc& d, int64_t in, int64_t out, double scale, const
   auto clampi = [&](int64_t i) { return std::max<int64_t>(0, std::min<int64_t>(in - 1, i)); };
   bool ident = in == out;
   for (int64_t o = 0; o < out; ++o) {
-    double x;
-    if (ctm == "half_pixel") x = (o + 0.5) / scale - 0.5;
-    else if (ctm == "pytorch_half_pixel") x = out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
-    else if (ctm == "align_corners") x = out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
-    else if (ctm == "asymmetric") x = o / scale;
+    // Source coordinates in float arithmetic, as PyTorch and the IPU compute
+    // them (the ratio rounded to float once), so that weights agree bit for bit.
+    const float inv = (float)(1.0 / scale);
+    float xf;
+    if (ctm == "half_pixel") xf = ((float)o + 0.5f) * inv - 0.5f;
+    else if (ctm == "pytorch_half_pixel") xf = out > 1 ? ((float)o + 0.5f) * inv - 0.5f : 0.0f;
+    else if (ctm == "align_corners")
+      xf = out > 1 ? (float)((double)(in - 1) / (double)(out - 1)) * (float)o : 0.0f;
+    else if (ctm == "asymmetric") xf = (float)o * inv;
     else d.fail("unsupported coordinate_transformation_mode '" + ctm + "'");
+    const double x = (double)xf;
     int64_t* I = t.idx.data() + o * t.ntaps;
     double* W = t.w.data() + o * t.ntaps;
     if (t.ntaps == 1) {
@@ -64,11 +69,11 @@ AxisTaps make_taps(const OpDesc& d, int64_t in, int64_t out, double scale, const
       ident = ident && I[0] == o;
     } else if (t.ntaps == 2) {
       const double fl = std::floor(x);
-      const double r = x - fl;
+      const float r = xf - (float)fl;
       I[0] = clampi((int64_t)fl);
       I[1] = clampi((int64_t)fl + 1);
-      W[0] = 1.0 - r;
-      W[1] = r;
+      W[0] = (double)(1.0f - r);
+      W[1] = (double)r;
       ident = ident && r == 0.0 && I[0] == o;
     } else {
       const double fl = std::floor(x);
