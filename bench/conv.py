@@ -17,7 +17,12 @@ the median per-call time of each peer and the ratio torch / ipuxl (above 1:
 ipuxl is faster), and the largest difference between the two results.
 
   scripts/dev_build.sh build/dev
-  IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/conv.py
+  IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/conv.py [--threads 1]
+
+On a machine other jobs are using, both peers slow down (PyTorch's OpenMP
+pool more so, as its threads wait at barriers for descheduled peers): run
+it on an idle machine, or compare at --threads 1, where contention matters
+least; the load average is printed.
 """
 import argparse
 import platform
@@ -131,12 +136,22 @@ def main():
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--gap", type=float, default=0.05)
     ap.add_argument("-k", default="", help="only cases whose label contains this")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both peers (0: each its default); 1 is the least "
+                         "sensitive to other load on the machine")
     args = ap.parse_args()
 
     import torch
 
     from ipuxl._core_loader import core
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        core.set_num_threads(args.threads)
+
+    import os
+
+    print(f"load average {os.getloadavg()[0]:.2f}")
     print(f"CPU: {cpu_model()}; ipuxl core threads {core.num_threads()}, GEMM "
           f"{core.gemm_kernel()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'case':38s} {'ipuxl ms':>9s} {'torch ms':>9s} {'torch/ipuxl':>11s} {'max diff':>9s}")

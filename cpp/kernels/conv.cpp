@@ -135,7 +135,9 @@ inline void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t k
 
 // Unfolds channel plane `src` ([in]) into its Ksp rows of `col` (row stride
 // ld, starting at column 0 of this image).
-void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld) {
+void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld, int64_t r0 = 0,
+                  int64_t r1 = -1) {
+  if (r1 < 0) r1 = g.out[0] * g.out[1];
   int64_t row = 0;
   for (int64_t kd = 0; kd < g.k[0]; ++kd)
     for (int64_t kh = 0; kh < g.k[1]; ++kh)
@@ -146,9 +148,10 @@ void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld) {
         valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
         valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
         const int64_t OW = g.out[2], sw = g.stride[2];
-        for (int64_t od = 0; od < g.out[0]; ++od) {
-          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-            float* d = dst + (od * g.out[1] + oh) * OW;
+        for (int64_t r = r0; r < r1; ++r) {
+          {
+            const int64_t od = r / g.out[1], oh = r % g.out[1];
+            float* d = dst + (r - r0) * OW;
             if (od < dlo || od >= dhi || oh < hlo || oh >= hhi) {
               std::memset(d, 0, sizeof(float) * (size_t)OW);
               continue;
@@ -169,7 +172,9 @@ void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld) {
 }
 
 // Folds the Ksp rows of `col` back onto channel plane `dst` (accumulating).
-void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst) {
+void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst, int64_t r0 = 0,
+                  int64_t r1 = -1) {
+  if (r1 < 0) r1 = g.out[0] * g.out[1];
   int64_t row = 0;
   for (int64_t kd = 0; kd < g.k[0]; ++kd)
     for (int64_t kh = 0; kh < g.k[1]; ++kh)
@@ -180,9 +185,11 @@ void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst) {
         valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
         valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
         const int64_t OW = g.out[2], sw = g.stride[2];
-        for (int64_t od = dlo; od < dhi; ++od)
-          for (int64_t oh = hlo; oh < hhi; ++oh) {
-            const float* s = src + (od * g.out[1] + oh) * OW;
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t od = r / g.out[1], oh = r % g.out[1];
+          if (od < dlo || od >= dhi || oh < hlo || oh >= hhi) continue;
+          {
+            const float* s = src + (r - r0) * OW;
             const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
             const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
             float* d = dst + (id * g.in[1] + ih) * g.in[2] + kw * g.dil[2] - g.pad[2];
@@ -192,6 +199,7 @@ void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst) {
               for (int64_t ow = wlo; ow < whi; ++ow) d[ow * sw] += s[ow];
             }
           }
+        }
       }
 }
 
@@ -254,11 +262,73 @@ struct FloatOut {
   }
 };
 
+// Row-blocked products of one image and group: the output rows are taken
+// in blocks whose columns (K x rows x OW floats) fit the L2 cache, so the
+// unfolded block is still cached when the product packs it. `par` unfolds
+// / folds the block's channels over the thread pool (the products thread
+// themselves); inside a task that already runs per image it is false.
+constexpr int64_t kL2Floats = int64_t(1) << 17;
+
+int64_t rows_per_block(const Geom& g) {
+  const int64_t R = g.out[0] * g.out[1];
+  return std::max<int64_t>(1, std::min<int64_t>(R, kL2Floats / std::max<int64_t>(1, g.K * g.out[2])));
+}
+
+template <class F>
+void over_channels(const Geom& g, bool par, int64_t rows, F&& f) {
+  if (!par) {
+    for (int64_t c = 0; c < g.Cg; ++c) f(c);
+    return;
+  }
+  parallel_for(g.Cg, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.Ksp * rows * g.out[2])),
+               [&](int64_t c0, int64_t c1) {
+                 for (int64_t c = c0; c < c1; ++c) f(c);
+               });
+}
+
+void image_forward(const Geom& g, const float* x, const float* w, float* y, float* col, bool par) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      im2col_plane(g, x + c * g.Isp, col + c * g.Ksp * cols, cols, r0, r1);
+    });
+    blas::sgemm(false, false, g.Mg, cols, g.K, 1.0f, w, g.K, col, cols, 0.0f, y + r0 * OW, g.P);
+  }
+}
+
+void image_data_grad(const Geom& g, const float* dy, const float* w, float* dx, float* col,
+                     bool par) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  std::memset(dx, 0, sizeof(float) * (size_t)(g.Cg * g.Isp));
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    blas::sgemm(true, false, g.K, cols, g.Mg, 1.0f, w, g.K, dy + r0 * OW, g.P, 0.0f, col, cols);
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      col2im_plane(g, col + c * g.Ksp * cols, cols, dx + c * g.Isp, r0, r1);
+    });
+  }
+}
+
+void image_weights_grad(const Geom& g, const float* dy, const float* x, float* dw, float* col,
+                        bool par, bool accumulate) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      im2col_plane(g, x + c * g.Isp, col + c * g.Ksp * cols, cols, r0, r1);
+    });
+    blas::sgemm(false, true, g.Mg, g.K, cols, 1.0f, dy + r0 * OW, g.P, col, cols,
+                (accumulate || r0 > 0) ? 1.0f : 0.0f, dw, g.K);
+  }
+}
+
 struct ConvPlan {
   ConvKind kind;
   Geom g;
   int64_t nb = 1;  // images per chunk
   bool batched = false;  // threads over images (run_*_batched)
+  bool direct = false;   // run_forward_direct
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
   const TensorRef* log2_scale = nullptr;
@@ -289,6 +359,11 @@ void run_forward(const ConvPlan& p, const float* X, const float* W, float* Y) {
       if (g.pointwise && nb == 1) {
         blas::sgemm(false, false, g.Mg, P, K, 1.0f, Wg, K, X + (n0 * g.C + gi * g.Cg) * g.Isp, P,
                     0.0f, Y + (n0 * g.M + gi * g.Mg) * P, P);
+        continue;
+      }
+      if (nb == 1) {
+        image_forward(g, X + (n0 * g.C + gi * g.Cg) * g.Isp, Wg, Y + (n0 * g.M + gi * g.Mg) * P,
+                      p.col->data(), true);
         continue;
       }
       float* col = p.col->data();
@@ -340,6 +415,10 @@ void run_data_grad(const ConvPlan& p, const float* DY, const float* W, float* DX
                     DX + (n0 * g.C + gi * g.Cg) * g.Isp, P);
         continue;
       }
+      if (nb == 1) {
+        image_data_grad(g, rows, Wg, DX + (n0 * g.C + gi * g.Cg) * g.Isp, p.col->data(), true);
+        continue;
+      }
       float* col = p.col->data();
       blas::sgemm(true, false, K, ld, g.Mg, 1.0f, Wg, K, rows, ld, 0.0f, col, ld);
       parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
@@ -375,6 +454,11 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
         gather_rows(g, DY, n0, nb, gi, p.tmp->data());
         rows = p.tmp->data();
       }
+      if (nb == 1 && !g.pointwise) {
+        image_weights_grad(g, rows, X + (n0 * g.C + gi * g.Cg) * g.Isp, DWg, p.col->data(), true,
+                           n0 > 0);
+        continue;
+      }
       const float* col;
       if (g.pointwise && nb == 1) {
         col = X + (n0 * g.C + gi * g.Cg) * g.Isp;
@@ -395,6 +479,87 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
   }
 }
 
+// Direct forward convolution for a short reduction (few input channels
+// times kernel taps, e.g. the first layer of an image network): an im2col
+// product would have K of a few dozen, where the GEMM spends more time
+// packing and storing than multiplying. A task takes one image and a block
+// of kDirectMB output channels: it copies the image's channels once into a
+// zero-padded buffer (so no tap needs bounds checks), then for every
+// 16-wide strip of an output row keeps the block's accumulators in vector
+// registers over all C/G x kernel taps (one load, kDirectMB FMAs per tap).
+// 1 or 2 spatial axes, unit stride along the last axis.
+constexpr int64_t kDirectMaxK = 64, kDirectMB = 4, kStrip = 16;
+typedef float Strip __attribute__((vector_size(kStrip * sizeof(float)), aligned(4)));
+
+bool direct_applies(const Geom& g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.stride[2] == 1 && g.K <= kDirectMaxK &&
+         g.out[2] >= 8 && !g.pointwise;
+}
+
+void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y) {
+  const int64_t mblocks = (g.Mg + kDirectMB - 1) / kDirectMB;
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t kh_n = g.k[1], kw_n = g.k[2];
+  // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh, columns
+  // -pad_w .. (strips*16 - 1) + (kw-1)*dw - pad_w.
+  const int64_t strips = (OW + kStrip - 1) / kStrip;
+  const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
+  const int64_t PW = strips * kStrip + (kw_n - 1) * g.dil[2];
+  const int64_t units = g.N * g.G * mblocks;
+  const int64_t work_per_unit = kDirectMB * g.P * g.K;
+  parallel_for(units, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
+               [&](int64_t u0, int64_t u1) {
+    std::vector<float> pad((size_t)(g.Cg * PH * PW));
+    int64_t padded_for = -1;  // the (n, group) held in `pad`
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t mb = u % mblocks, gi = (u / mblocks) % g.G, n = u / (mblocks * g.G);
+      if (padded_for != n * g.G + gi) {
+        padded_for = n * g.G + gi;
+        std::fill(pad.begin(), pad.end(), 0.0f);
+        const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - g.pad[1];
+            if (ih < 0 || ih >= IH) continue;
+            const int64_t c0 = std::max<int64_t>(0, -g.pad[2]);  // first source column used
+            const int64_t lo = std::max<int64_t>(0, g.pad[2]);   // its padded column
+            const int64_t n_cols = std::min<int64_t>(IW - c0, PW - lo);
+            if (n_cols > 0)
+              std::memcpy(pad.data() + (c * PH + r) * PW + lo, img + (c * IH + ih) * IW + c0,
+                          sizeof(float) * (size_t)n_cols);
+          }
+      }
+      const int64_t m0 = gi * g.Mg + mb * kDirectMB;
+      const int64_t nm = std::min<int64_t>(kDirectMB, gi * g.Mg + g.Mg - m0);
+      float w[kDirectMB][kDirectMaxK];
+      for (int64_t j = 0; j < kDirectMB; ++j)
+        for (int64_t k = 0; k < g.K; ++k) w[j][k] = j < nm ? W[(m0 + j) * g.K + k] : 0.0f;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t s0 = 0; s0 < strips; ++s0) {
+          Strip acc[kDirectMB];
+          for (int64_t j = 0; j < kDirectMB; ++j) acc[j] = Strip{};
+          int64_t k = 0;
+          for (int64_t c = 0; c < g.Cg; ++c)
+            for (int64_t kh = 0; kh < kh_n; ++kh) {
+              const float* row =
+                  pad.data() + (c * PH + oh * g.stride[1] + kh * g.dil[1]) * PW + s0 * kStrip;
+              for (int64_t kw = 0; kw < kw_n; ++kw, ++k) {
+                const Strip v = *reinterpret_cast<const Strip*>(row + kw * g.dil[2]);
+                for (int64_t j = 0; j < kDirectMB; ++j) acc[j] += w[j][k] * v;
+              }
+            }
+          const int64_t ow0 = s0 * kStrip, nw = std::min<int64_t>(kStrip, OW - ow0);
+          for (int64_t j = 0; j < nm; ++j) {
+            float* dst = Y + ((n * g.M + m0 + j) * OH + oh) * OW + ow0;
+            if (nw == kStrip) *reinterpret_cast<Strip*>(dst) = acc[j];
+            else std::memcpy(dst, &acc[j], sizeof(float) * (size_t)nw);
+          }
+        }
+      }
+    }
+  });
+}
+
 // Batch-parallel forms, for images small enough that one image's product
 // is cheap: threads take whole images, unfold each into their own column
 // buffer and run single-threaded products (a nested parallel_for runs
@@ -402,18 +567,15 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
 void run_forward_batched(const Geom& g, const float* X, const float* W, float* Y) {
   const int64_t P = g.P, K = g.K;
   parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gi = 0; gi < g.G; ++gi) {
         const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
-        const float* B = src;
-        if (!g.pointwise) {
-          for (int64_t c = 0; c < g.Cg; ++c)
-            im2col_plane(g, src + c * g.Isp, col.data() + c * g.Ksp * P, P);
-          B = col.data();
-        }
-        blas::sgemm(false, false, g.Mg, P, K, 1.0f, W + gi * g.Mg * K, K, B, P, 0.0f,
-                    Y + (n * g.M + gi * g.Mg) * P, P);
+        float* dst = Y + (n * g.M + gi * g.Mg) * P;
+        if (g.pointwise)
+          blas::sgemm(false, false, g.Mg, P, K, 1.0f, W + gi * g.Mg * K, K, src, P, 0.0f, dst, P);
+        else
+          image_forward(g, src, W + gi * g.Mg * K, dst, col.data(), false);
       }
   });
 }
@@ -421,20 +583,15 @@ void run_forward_batched(const Geom& g, const float* X, const float* W, float* Y
 void run_data_grad_batched(const Geom& g, const float* DY, const float* W, float* DX) {
   const int64_t P = g.P, K = g.K;
   parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gi = 0; gi < g.G; ++gi) {
         const float* rows = DY + (n * g.M + gi * g.Mg) * P;
         float* dst = DX + (n * g.C + gi * g.Cg) * g.Isp;
-        if (g.pointwise) {
+        if (g.pointwise)
           blas::sgemm(true, false, K, P, g.Mg, 1.0f, W + gi * g.Mg * K, K, rows, P, 0.0f, dst, P);
-          continue;
-        }
-        blas::sgemm(true, false, K, P, g.Mg, 1.0f, W + gi * g.Mg * K, K, rows, P, 0.0f,
-                    col.data(), P);
-        std::memset(dst, 0, sizeof(float) * (size_t)(g.Cg * g.Isp));
-        for (int64_t c = 0; c < g.Cg; ++c)
-          col2im_plane(g, col.data() + c * g.Ksp * P, P, dst + c * g.Isp);
+        else
+          image_data_grad(g, rows, W + gi * g.Mg * K, dst, col.data(), false);
       }
   });
 }
@@ -444,23 +601,21 @@ void run_weights_grad_batched(const Geom& g, const float* DY, const float* X, fl
   const int64_t wsize = g.M * K;
   std::vector<float> partial((size_t)((T - 1) * wsize));
   parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * P));
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
     for (int64_t t = t0; t < t1; ++t) {
       float* acc = t == 0 ? DW : partial.data() + (t - 1) * wsize;
       const int64_t a = g.N * t / T, b = g.N * (t + 1) / T;
+      if (b == a) std::memset(acc, 0, sizeof(float) * (size_t)wsize);
       for (int64_t n = a; n < b; ++n)
         for (int64_t gi = 0; gi < g.G; ++gi) {
           const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
-          const float* B = src;
-          if (!g.pointwise) {
-            for (int64_t c = 0; c < g.Cg; ++c)
-              im2col_plane(g, src + c * g.Isp, col.data() + c * g.Ksp * P, P);
-            B = col.data();
-          }
-          blas::sgemm(false, true, g.Mg, K, P, 1.0f, DY + (n * g.M + gi * g.Mg) * P, P, B, P,
-                      n == a ? 0.0f : 1.0f, acc + gi * g.Mg * K, K);
+          const float* dy = DY + (n * g.M + gi * g.Mg) * P;
+          float* dwg = acc + gi * g.Mg * K;
+          if (g.pointwise)
+            blas::sgemm(false, true, g.Mg, K, P, 1.0f, dy, P, src, P, n == a ? 0.0f : 1.0f, dwg, K);
+          else
+            image_weights_grad(g, dy, src, dwg, col.data(), false, n != a);
         }
-      if (b == a) std::memset(acc, 0, sizeof(float) * (size_t)wsize);
     }
   });
   for (int64_t t = 1; t < T; ++t) {
@@ -511,8 +666,12 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
   p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
-  if (!(g.pointwise && p.nb == 1) && !p.batched)
-    p.col = std::make_shared<std::vector<float>>((size_t)(g.K * g.P * p.nb));
+  p.direct = kind == ConvKind::Forward && direct_applies(g);
+  if (p.direct) p.batched = false;
+  if (p.direct) p.nb = 1;
+  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct)
+    p.col = std::make_shared<std::vector<float>>(
+        (size_t)(p.nb == 1 ? g.K * rows_per_block(g) * g.out[2] : g.K * g.P * p.nb));
   if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
   p.a = FloatView(a);
   p.b = FloatView(b);
@@ -530,6 +689,11 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
+        if (p.direct) {
+          run_forward_direct(p.g, A, B, O);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         if (p.batched) {
           switch (p.kind) {
             case ConvKind::Forward: run_forward_batched(p.g, A, B, O); break;

@@ -46,6 +46,13 @@ CONV_CASES = [
     # enough images for the batch-parallel path (threads over images)
     ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),
     ((8, 6, 5, 5), (4, 6, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    # a short reduction (C/groups * kernel <= 64): the direct forward kernel
+    ((2, 1, 9, 12), (5, 1, 3, 3), (2, 1), (1, 1, 1, 1), (1, 2), 1),
+    ((3, 2, 20), (7, 2, 5), (1,), (2, 2), (1,), 1),
+    ((2, 4, 6, 10), (8, 2, 2, 3), (1, 1), (0, 1, 0, 1), (1, 1), 2),
+    # output rows in several L2-sized blocks: one large image, and per image
+    ((1, 64, 40, 40), (8, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((4, 32, 30, 30), (4, 32, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
 ]
 
 
