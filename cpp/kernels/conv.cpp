@@ -27,6 +27,7 @@
 // conv_pow2scaled).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -329,6 +330,7 @@ struct ConvPlan {
   int64_t nb = 1;  // images per chunk
   bool batched = false;  // threads over images (run_*_batched)
   bool direct = false;   // run_forward_direct
+  bool tap = false;      // run_tap
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
   const TensorRef* log2_scale = nullptr;
@@ -479,6 +481,183 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
   }
 }
 
+// Tap-decomposed convolution for unit strides (1 or 2 spatial axes): no
+// unfolded matrix at all. The image is copied once into a zero-padded
+// buffer whose rows are exactly as wide as the output plus the kernel's
+// reach (IWp = OW + (kw-1)*dw); positions are then numbered over padded rows
+// (oh * IWp + ow, the last (kw-1)*dw of each row wasted), and kernel tap
+// (kh, kw) reads every channel shifted by kh*dh*IWp + kw*dw: a plain strided
+// matrix. So the output is a sum over taps of products
+//   Yt[pos, m] += Xpad_shift[c, pos]^T @ Wtap[m, c]^T
+// that the GEMM reads in place (A transposed, no packing of the large
+// operand), accumulated in a position-major block that stays in L2, then
+// transposed into the channel-major output. The data gradient of a unit
+// stride convolution is the same computation on dy with flipped,
+// transposed weights; the weight gradient is one product per tap,
+// dy (in padded rows) @ Xpad_shift^T.
+struct TapGeom {
+  int64_t Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW;
+  int64_t IHp, IWp, plane;  // padded rows, padded width, plane stride (with slack)
+};
+
+TapGeom make_tap_geom(int64_t Cin, int64_t IH, int64_t IW, int64_t ph, int64_t pw, int64_t KH,
+                      int64_t KW, int64_t dh, int64_t dw, int64_t Mo, int64_t OH, int64_t OW) {
+  TapGeom t{Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW, 0, 0, 0};
+  t.IHp = OH + (KH - 1) * dh;
+  t.IWp = OW + (KW - 1) * dw;
+  t.plane = ((t.IHp * t.IWp + (KW - 1) * dw + 15) / 16) * 16;
+  return t;
+}
+
+// xpad[c] = x[c] placed at (ph, pw) of an IHp x IWp zero plane (cropped).
+void tap_pad(const TapGeom& t, const float* x, float* xpad) {
+  std::fill(xpad, xpad + t.Cin * t.plane, 0.0f);
+  for (int64_t c = 0; c < t.Cin; ++c)
+    for (int64_t ih = 0; ih < t.IH; ++ih) {
+      const int64_t r = ih + t.ph;
+      if (r < 0 || r >= t.IHp) continue;
+      const int64_t c0 = std::max<int64_t>(0, -t.pw), c1 = std::min<int64_t>(t.IW, t.IWp - t.pw);
+      if (c1 > c0)
+        std::memcpy(xpad + c * t.plane + r * t.IWp + t.pw + c0, x + (c * t.IH + ih) * t.IW + c0,
+                    sizeof(float) * (size_t)(c1 - c0));
+    }
+}
+
+int64_t tap_rows_per_block(const TapGeom& t) {
+  return std::max<int64_t>(1, std::min<int64_t>(t.OH, (int64_t(1) << 15) / std::max<int64_t>(1, t.IWp * t.Mo)));
+}
+
+// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] applied to the shifted
+// padded input. ct: a (rows_per_block * IWp) x Mo buffer.
+void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y, float* ct) {
+  const int64_t rb = tap_rows_per_block(t);
+  for (int64_t r0 = 0; r0 < t.OH; r0 += rb) {
+    const int64_t r1 = std::min(t.OH, r0 + rb), npos = (r1 - r0) * t.IWp;
+    int64_t tap = 0;
+    for (int64_t kh = 0; kh < t.KH; ++kh)
+      for (int64_t kw = 0; kw < t.KW; ++kw, ++tap) {
+        const float* a = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
+        blas::sgemm(true, true, npos, t.Mo, t.Cin, 1.0f, a, t.plane, wt + tap * t.Mo * t.Cin,
+                    t.Cin, tap == 0 ? 0.0f : 1.0f, ct, t.Mo);
+      }
+    for (int64_t m = 0; m < t.Mo; ++m)
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dst = y + (m * t.OH + r) * t.OW;
+        const float* src = ct + (r - r0) * t.IWp * t.Mo + m;
+        for (int64_t ow = 0; ow < t.OW; ++ow) dst[ow] = src[ow * t.Mo];
+      }
+  }
+}
+
+// dwt[tap] [Mo, Cin] (+)= dyp [Mo, OH*IWp] @ shifted xpad^T, where dyp is dy
+// laid out over padded rows (zeros in the wasted columns).
+void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, float* dwt, bool acc) {
+  const int64_t npos = t.OH * t.IWp;
+  int64_t tap = 0;
+  for (int64_t kh = 0; kh < t.KH; ++kh)
+    for (int64_t kw = 0; kw < t.KW; ++kw, ++tap)
+      blas::sgemm(false, true, t.Mo, t.Cin, npos, 1.0f, dyp, npos,
+                  xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane, acc ? 1.0f : 0.0f,
+                  dwt + tap * t.Mo * t.Cin, t.Cin);
+}
+
+bool tap_applies(const Geom& g, ConvKind kind) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  if (g.P == 0 || g.N == 0 || g.Isp == 0) return false;
+  const int64_t cin = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
+  const int64_t cout = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
+  if (cin < 16 || cout < 8) return false;
+  if (kind == ConvKind::DataGrad) {
+    // dx is a unit-stride convolution of dy padded by (k-1)*d - pad on each side
+    for (int a = 1; a < 3; ++a) {
+      const int64_t reach = (g.k[a] - 1) * g.dil[a];
+      const int64_t pe = (g.out[a] - 1) + reach - g.pad[a] - (g.in[a] - 1);  // end padding used
+      if (g.pad[a] > reach || pe < 0 || pe > reach) return false;
+    }
+  }
+  return true;
+}
+
+void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float* O) {
+  const int64_t taps = g.k[1] * g.k[2];
+  // Per-group weight layouts: forward wt[g][tap][m][c]; data grad
+  // wt[g][tap'][c][m] with the taps flipped.
+  std::vector<float> wt;
+  if (kind != ConvKind::WeightsGrad) {
+    wt.resize((size_t)(g.G * taps * g.Mg * g.Cg));
+    for (int64_t gi = 0; gi < g.G; ++gi)
+      for (int64_t m = 0; m < g.Mg; ++m)
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t tap = 0; tap < taps; ++tap) {
+            const float v = B[(gi * g.Mg + m) * g.K + c * g.Ksp + tap];
+            if (kind == ConvKind::Forward)
+              wt[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)] = v;
+            else
+              wt[(size_t)(((gi * taps + (taps - 1 - tap)) * g.Cg + c) * g.Mg + m)] = v;
+          }
+  }
+  TapGeom t = kind == ConvKind::DataGrad
+      ? make_tap_geom(g.Mg, g.out[1], g.out[2], (g.k[1] - 1) * g.dil[1] - g.pad[1],
+                      (g.k[2] - 1) * g.dil[2] - g.pad[2], g.k[1], g.k[2], g.dil[1], g.dil[2], g.Cg,
+                      g.in[1], g.in[2])
+      : make_tap_geom(g.Cg, g.in[1], g.in[2], g.pad[1], g.pad[2], g.k[1], g.k[2], g.dil[1],
+                      g.dil[2], g.Mg, g.out[1], g.out[2]);
+  const int64_t in_ch = kind == ConvKind::DataGrad ? g.M : g.C;
+  const int64_t in_sp = kind == ConvKind::DataGrad ? g.P : g.Isp;
+  const int64_t out_ch = kind == ConvKind::DataGrad ? g.C : g.M;
+  const int64_t out_sp = kind == ConvKind::DataGrad ? g.Isp : g.P;
+  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const bool batched = g.N >= 2 * num_threads();
+  const int64_t units = batched ? T : 1;
+  const int64_t wsize = g.G * taps * g.Mg * g.Cg;
+  std::vector<float> partial(kind == ConvKind::WeightsGrad ? (size_t)(units * wsize) : 0);
+  auto images = [&](int64_t u, int64_t n0, int64_t n1) {
+    std::vector<float> xpad((size_t)(t.Cin * t.plane));
+    std::vector<float> ct(kind == ConvKind::WeightsGrad ? 0
+                          : (size_t)(tap_rows_per_block(t) * t.IWp * t.Mo));
+    std::vector<float> dyp(kind == ConvKind::WeightsGrad ? (size_t)(g.Mg * g.out[1] * t.IWp) : 0);
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const int64_t cin_g = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
+        tap_pad(t, A + (n * in_ch + gi * cin_g) * in_sp, xpad.data());
+        if (kind == ConvKind::WeightsGrad) {
+          // A is x here (pad above used x's geometry); dy comes in B.
+          const float* dy = B + (n * g.M + gi * g.Mg) * g.P;
+          for (int64_t m = 0; m < g.Mg; ++m)
+            for (int64_t r = 0; r < g.out[1]; ++r) {
+              float* d = dyp.data() + (m * g.out[1] + r) * t.IWp;
+              std::memcpy(d, dy + (m * g.out[1] + r) * g.out[2], sizeof(float) * (size_t)g.out[2]);
+              std::fill(d + g.out[2], d + t.IWp, 0.0f);
+            }
+          tap_weights(t, xpad.data(), dyp.data(), partial.data() + u * wsize + gi * taps * g.Mg * g.Cg,
+                      n != n0);
+        } else {
+          const int64_t cout_g = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
+          tap_forward(t, xpad.data(), wt.data() + gi * taps * g.Mg * g.Cg,
+                      O + (n * out_ch + gi * cout_g) * out_sp, ct.data());
+        }
+      }
+  };
+  if (batched) {
+    parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t u = t0; u < t1; ++u) images(u, g.N * u / T, g.N * (u + 1) / T);
+    });
+  } else {
+    images(0, 0, g.N);
+  }
+  if (kind == ConvKind::WeightsGrad) {
+    for (int64_t u = 1; u < units; ++u)
+      for (int64_t i = 0; i < wsize; ++i) partial[(size_t)i] += partial[(size_t)(u * wsize + i)];
+    for (int64_t gi = 0; gi < g.G; ++gi)
+      for (int64_t tap = 0; tap < taps; ++tap)
+        for (int64_t m = 0; m < g.Mg; ++m)
+          for (int64_t c = 0; c < g.Cg; ++c)
+            O[(gi * g.Mg + m) * g.K + c * g.Ksp + tap] =
+                partial[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)];
+  }
+}
+
 // Direct forward convolution for a short reduction (few input channels
 // times kernel taps, e.g. the first layer of an image network): an im2col
 // product would have K of a few dozen, where the GEMM spends more time
@@ -488,7 +667,7 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
 // 16-wide strip of an output row keeps the block's accumulators in vector
 // registers over all C/G x kernel taps (one load, kDirectMB FMAs per tap).
 // 1 or 2 spatial axes, unit stride along the last axis.
-constexpr int64_t kDirectMaxK = 64, kDirectMB = 4, kStrip = 16;
+constexpr int64_t kDirectMaxK = 64, kDirectMB = 8, kStrip = 16;
 typedef float Strip __attribute__((vector_size(kStrip * sizeof(float)), aligned(4)));
 
 bool direct_applies(const Geom& g) {
@@ -531,23 +710,38 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
       }
       const int64_t m0 = gi * g.Mg + mb * kDirectMB;
       const int64_t nm = std::min<int64_t>(kDirectMB, gi * g.Mg + g.Mg - m0);
-      float w[kDirectMB][kDirectMaxK];
-      for (int64_t j = 0; j < kDirectMB; ++j)
-        for (int64_t k = 0; k < g.K; ++k) w[j][k] = j < nm ? W[(m0 + j) * g.K + k] : 0.0f;
+      // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's
+      // base; weights tap-major so one tap's kDirectMB values are adjacent.
+      int64_t offs[kDirectMaxK];
+      float w[kDirectMaxK][kDirectMB];
+      {
+        int64_t k = 0;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t kh = 0; kh < kh_n; ++kh)
+            for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
+              offs[k] = (c * PH + kh * g.dil[1]) * PW + kw * g.dil[2];
+        for (int64_t kk = 0; kk < g.K; ++kk)
+          for (int64_t j = 0; j < kDirectMB; ++j) w[kk][j] = j < nm ? W[(m0 + j) * g.K + kk] : 0.0f;
+      }
+      const int64_t K = g.K;
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t s0 = 0; s0 < strips; ++s0) {
-          Strip acc[kDirectMB];
-          for (int64_t j = 0; j < kDirectMB; ++j) acc[j] = Strip{};
-          int64_t k = 0;
-          for (int64_t c = 0; c < g.Cg; ++c)
-            for (int64_t kh = 0; kh < kh_n; ++kh) {
-              const float* row =
-                  pad.data() + (c * PH + oh * g.stride[1] + kh * g.dil[1]) * PW + s0 * kStrip;
-              for (int64_t kw = 0; kw < kw_n; ++kw, ++k) {
-                const Strip v = *reinterpret_cast<const Strip*>(row + kw * g.dil[2]);
-                for (int64_t j = 0; j < kDirectMB; ++j) acc[j] += w[j][k] * v;
-              }
-            }
+          const float* base = pad.data() + oh * g.stride[1] * PW + s0 * kStrip;
+          Strip a0 = Strip{}, a1 = Strip{}, a2 = Strip{}, a3 = Strip{};
+          Strip a4 = Strip{}, a5 = Strip{}, a6 = Strip{}, a7 = Strip{};
+          for (int64_t k = 0; k < K; ++k) {
+            const Strip v = *reinterpret_cast<const Strip*>(base + offs[k]);
+            const float* wk = w[k];
+            a0 += wk[0] * v;
+            a1 += wk[1] * v;
+            a2 += wk[2] * v;
+            a3 += wk[3] * v;
+            a4 += wk[4] * v;
+            a5 += wk[5] * v;
+            a6 += wk[6] * v;
+            a7 += wk[7] * v;
+          }
+          const Strip acc[kDirectMB] = {a0, a1, a2, a3, a4, a5, a6, a7};
           const int64_t ow0 = s0 * kStrip, nw = std::min<int64_t>(kStrip, OW - ow0);
           for (int64_t j = 0; j < nm; ++j) {
             float* dst = Y + ((n * g.M + m0 + j) * OH + oh) * OW + ow0;
@@ -667,9 +861,11 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
+  p.tap = !p.direct && tap_applies(g, kind) && std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
+  if (p.tap) p.batched = false;
   if (p.direct) p.batched = false;
   if (p.direct) p.nb = 1;
-  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct)
+  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct && !p.tap)
     p.col = std::make_shared<std::vector<float>>(
         (size_t)(p.nb == 1 ? g.K * rows_per_block(g) * g.out[2] : g.K * g.P * p.nb));
   if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
@@ -689,6 +885,13 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
+        if (p.tap) {
+          // WeightsGrad's inputs are (dy, x): the padded operand is x.
+          if (p.kind == ConvKind::WeightsGrad) run_tap(p.g, p.kind, B, A, O);
+          else run_tap(p.g, p.kind, A, B, O);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         if (p.direct) {
           run_forward_direct(p.g, A, B, O);
           p.o.finish(log2_scale, p.scaled);
