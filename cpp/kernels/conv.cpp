@@ -666,12 +666,12 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
 // zero-padded buffer (so no tap needs bounds checks), then for every
 // 16-wide strip of an output row keeps the block's accumulators in vector
 // registers over all C/G x kernel taps (one load, kDirectMB FMAs per tap).
-// 1 or 2 spatial axes, unit stride along the last axis.
+// 1 or 2 spatial axes, any strides.
 constexpr int64_t kDirectMaxK = 64, kDirectMB = 8, kStrip = 16;
 typedef float Strip __attribute__((vector_size(kStrip * sizeof(float)), aligned(4)));
 
 bool direct_applies(const Geom& g) {
-  return g.in[0] == 1 && g.k[0] == 1 && g.stride[2] == 1 && g.K <= kDirectMaxK &&
+  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK &&
          g.out[2] >= 8 && !g.pointwise;
 }
 
@@ -679,16 +679,19 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
   const int64_t mblocks = (g.Mg + kDirectMB - 1) / kDirectMB;
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t kh_n = g.k[1], kw_n = g.k[2];
-  // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh, columns
-  // -pad_w .. (strips*16 - 1) + (kw-1)*dw - pad_w.
+  // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
+  // split into sw column phases (padded column j*sw + q in phase q, column
+  // j), so that for any stride a tap reads contiguous columns of one phase:
+  // tap kw reads phase (kw*dw) % sw from column ow + (kw*dw) / sw.
+  const int64_t sw = g.stride[2];
   const int64_t strips = (OW + kStrip - 1) / kStrip;
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
-  const int64_t PW = strips * kStrip + (kw_n - 1) * g.dil[2];
+  const int64_t PWj = strips * kStrip + ((kw_n - 1) * g.dil[2]) / sw + 1;
   const int64_t units = g.N * g.G * mblocks;
   const int64_t work_per_unit = kDirectMB * g.P * g.K;
   parallel_for(units, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
                [&](int64_t u0, int64_t u1) {
-    std::vector<float> pad((size_t)(g.Cg * PH * PW));
+    std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
     int64_t padded_for = -1;  // the (n, group) held in `pad`
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t mb = u % mblocks, gi = (u / mblocks) % g.G, n = u / (mblocks * g.G);
@@ -700,12 +703,15 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
           for (int64_t r = 0; r < PH; ++r) {
             const int64_t ih = r - g.pad[1];
             if (ih < 0 || ih >= IH) continue;
-            const int64_t c0 = std::max<int64_t>(0, -g.pad[2]);  // first source column used
-            const int64_t lo = std::max<int64_t>(0, g.pad[2]);   // its padded column
-            const int64_t n_cols = std::min<int64_t>(IW - c0, PW - lo);
-            if (n_cols > 0)
-              std::memcpy(pad.data() + (c * PH + r) * PW + lo, img + (c * IH + ih) * IW + c0,
-                          sizeof(float) * (size_t)n_cols);
+            const float* src = img + (c * IH + ih) * IW;
+            for (int64_t q = 0; q < sw; ++q) {
+              float* dst = pad.data() + ((c * PH + r) * sw + q) * PWj;
+              // padded column j*sw + q holds input column j*sw + q - pad_w
+              for (int64_t j = 0; j < PWj; ++j) {
+                const int64_t iw = j * sw + q - g.pad[2];
+                if (iw >= 0 && iw < IW) dst[j] = src[iw];
+              }
+            }
           }
       }
       const int64_t m0 = gi * g.Mg + mb * kDirectMB;
@@ -719,14 +725,15 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
         for (int64_t c = 0; c < g.Cg; ++c)
           for (int64_t kh = 0; kh < kh_n; ++kh)
             for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
-              offs[k] = (c * PH + kh * g.dil[1]) * PW + kw * g.dil[2];
+              offs[k] = ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                        (kw * g.dil[2]) / sw;
         for (int64_t kk = 0; kk < g.K; ++kk)
           for (int64_t j = 0; j < kDirectMB; ++j) w[kk][j] = j < nm ? W[(m0 + j) * g.K + kk] : 0.0f;
       }
       const int64_t K = g.K;
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t s0 = 0; s0 < strips; ++s0) {
-          const float* base = pad.data() + oh * g.stride[1] * PW + s0 * kStrip;
+          const float* base = pad.data() + oh * g.stride[1] * sw * PWj + s0 * kStrip;
           Strip a0 = Strip{}, a1 = Strip{}, a2 = Strip{}, a3 = Strip{};
           Strip a4 = Strip{}, a5 = Strip{}, a6 = Strip{}, a7 = Strip{};
           for (int64_t k = 0; k < K; ++k) {
