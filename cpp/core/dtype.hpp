@@ -24,13 +24,20 @@ enum class DType : int {
   Float16 = 9,
   Float32 = 10,
   Float64 = 11,
+  // Graphcore's 8-bit floats (popxl.float8_143 / float8_152), one byte each;
+  // conversions in fp8.hpp. Only data movement, host IO, the pow2-scaled
+  // casts and the pow2-scaled matmul/conv read them: arithmetic kernels
+  // dispatch on the types above and reject these.
+  Float8_143 = 12,
+  Float8_152 = 13,
 };
 
-constexpr int kNumDTypes = 12;
+constexpr int kNumDTypes = 14;
 
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::Bool: case DType::Int8: case DType::UInt8: return 1;
+    case DType::Float8_143: case DType::Float8_152: return 1;
     case DType::Int16: case DType::UInt16: case DType::Float16: return 2;
     case DType::Int32: case DType::UInt32: case DType::Float32: return 4;
     case DType::Int64: case DType::UInt64: case DType::Float64: return 8;
@@ -43,6 +50,7 @@ const char* dtype_name(DType t);
 inline bool dtype_is_float(DType t) {
   return t == DType::Float16 || t == DType::Float32 || t == DType::Float64;
 }
+inline bool dtype_is_fp8(DType t) { return t == DType::Float8_143 || t == DType::Float8_152; }
 inline bool dtype_is_valid(int code) { return code >= 0 && code < kNumDTypes; }
 
 // IEEE binary16 stored as bits. Arithmetic happens in float: every operator

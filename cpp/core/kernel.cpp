@@ -16,6 +16,8 @@ const char* dtype_name(DType t) {
     case DType::Float16: return "float16";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
+    case DType::Float8_143: return "float8_143";
+    case DType::Float8_152: return "float8_152";
   }
   return "?";
 }

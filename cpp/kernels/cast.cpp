@@ -7,6 +7,7 @@
 // modulo 2^bits; to float16 rounds to nearest even through float32 (so
 // float64 -> float16 rounds twice, which can differ from a direct rounding
 // by one unit in the last place for values exactly between two halves).
+#include "../core/fp8.hpp"
 #include "unary.hpp"
 
 namespace ipuxl {
@@ -25,9 +26,31 @@ std::unique_ptr<Kernel> make_cast(const OpDesc& d) {
       });
 }
 
+// From float8 (no scale): each byte's value converted as a double would be.
+std::unique_ptr<Kernel> cast_from_fp8(const OpDesc& d) {
+  const TensorRef* a = d.in[0];
+  const TensorRef* o = d.out[0];
+  const fp8::Format f = a->dtype == DType::Float8_143 ? fp8::kF143 : fp8::kF152;
+  std::unique_ptr<Kernel> k;
+  const bool ok = IPUXL_DISPATCH_ALL(o->dtype, {
+    using To = scalar_t;
+    k = make_kernel(
+        [a, o, f](RunContext&) {
+          To table[256];
+          for (int i = 0; i < 256; ++i) table[i] = convert_value<To>(fp8::decode((uint8_t)i, f, 0));
+          To* O = o->as<To>();
+          for (int64_t i = 0; i < o->nelms; ++i) O[i] = table[a->data[i]];
+        },
+        (double)o->nelms);
+  });
+  if (!ok) d.fail(std::string("cannot cast float8 to ") + dtype_name(o->dtype));
+  return k;
+}
+
 std::unique_ptr<Kernel> cast_factory(const OpDesc& d) {
   d.expect_arity(1, 1);
   d.expect_shape(*d.out[0], d.in[0]->shape);
+  if (dtype_is_fp8(d.in[0]->dtype)) return cast_from_fp8(d);
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_ALL(d.in[0]->dtype, {
     using From = scalar_t;

@@ -32,6 +32,7 @@ EXPECTED_OUTPUT = {
     "tensor_get_write": ["a + b = 4", "a = 3, b = 1", "a + b after the write = 6"],
     "tensor_get_write_adv": ["after the context: a = 7, b = 1, runs = 2"],
     "nested_session_contexts": ["a after two runs = 5"],
+    "float8_inference": ["result shape = (2, 20, 3, 3), dtype = float16"],
 }
 
 

@@ -25,7 +25,7 @@ from .tensor import (Constant, Tensor, TensorByRef, TensorSpec, Variable, consta
 from .tensorlocation import (ExecutionContext, ReplicatedTensorSharding, TensorLocation,
                              TensorStorage, TileSet)
 from .remote_buffer import RemoteBuffer, remote_buffer
-from . import ops, transforms  # noqa: E402
+from . import fp8_utils, ops, transforms  # noqa: E402
 
 __version__ = "0.1.0"
 

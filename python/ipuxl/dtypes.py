@@ -1,8 +1,11 @@
 """Element types, mirroring ``popxl.dtypes``.
 
 Each dtype carries the integer code the C++ core uses (cpp/core/dtype.hpp);
-keep the two lists in step. fp8 and complex types exist so that programs
-naming them import, but the core cannot run them: ops reject them.
+keep the two lists in step. The fp8 types (one byte each; conversions in
+``ipuxl.fp8_utils``) move through streams, variables and the data-movement
+ops, and are read by the pow2-scaled casts, matmul and conv; arithmetic ops
+reject them. Complex types exist so that programs naming them import; the
+core cannot run them.
 """
 from collections.abc import Mapping
 from typing import Any, Dict
@@ -175,8 +178,8 @@ uint64 = dtype._new("uint64", 8, np.uint64, is_int=True)
 float16 = dtype._new("float16", 9, np.float16, is_fp=True, is_signed=True)
 float32 = dtype._new("float32", 10, np.float32, is_fp=True, is_signed=True)
 float64 = dtype._new("float64", 11, np.float64, is_fp=True, is_signed=True)
-float8_143 = dtype._new("float8_143", None, np_dtype_float8_143, is_fp=True, is_signed=True)
-float8_152 = dtype._new("float8_152", None, np_dtype_float8_152, is_fp=True, is_signed=True)
+float8_143 = dtype._new("float8_143", 12, np_dtype_float8_143, is_fp=True, is_signed=True)
+float8_152 = dtype._new("float8_152", 13, np_dtype_float8_152, is_fp=True, is_signed=True)
 complex64 = dtype._new("complex64", None, np.complex64, is_complex=True, is_signed=True)
 complex128 = dtype._new("complex128", None, np.complex128, is_complex=True, is_signed=True)
 

@@ -480,6 +480,8 @@ class Session:
     def _prepare_input(self, s, arr, downcast: bool, n: int) -> np.ndarray:
         want_dt = s.dtype.as_numpy()
         a = np.asarray(arr)
+        if want_dt.fields is not None and a.dtype == np.uint8:
+            a = np.ascontiguousarray(a).view(want_dt)  # fp8 bytes given as uint8 (as PopXL)
         if a.dtype != want_dt and a.dtype.fields is None and \
                 a.dtype.newbyteorder("=") == want_dt:
             a = a.astype(want_dt)  # another byte order (big-endian data): same values

@@ -385,13 +385,21 @@ class Constant(Tensor):
 TensorLike = Union[Tensor, HostScalarTensor, Iterable]
 
 
-def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: str) -> Tuple[np.ndarray, dtypes.dtype]:
+def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: str,
+                   log2_scale: Optional[int] = None,
+                   nan_on_overflow: Optional[bool] = None) -> Tuple[np.ndarray, dtypes.dtype]:
     if isinstance(data, Tensor):
         raise TypeError(f"{what}: data must be host data (numpy, list, scalar), not a Tensor")
     if dtype is not None:
         dt = dtypes.dtype.as_dtype(dtype)
-        if dt.as_numpy().fields is not None:
-            raise NotImplementedError(f"{what}: dtype {dt} (fp8) is not supported by ipuxl")
+        if dt in (dtypes.float8_143, dtypes.float8_152):
+            from .utils import to_numpy
+
+            arr = to_numpy(data, dt, log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
+            return aligned_copy(arr, dt.as_numpy()), dt
+        if log2_scale is not None or nan_on_overflow is not None:
+            raise RuntimeError(f"{what}: log2_scale and nan_on_overflow only apply to the float8 "
+                               "dtypes popxl.float8_143 and popxl.float8_152")
         return aligned_copy(data, dt.as_numpy()), dt
     arr = data if isinstance(data, np.memmap) else np.asarray(data)
     if arr.dtype == object:
@@ -419,7 +427,7 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         raise ValueError(
             f"popxl.variable can only be created in the main graph, not in {g.name!r}. "
             "Pass it to subgraphs as an input.")
-    arr, dt = _to_host_array(data, dtype, downcast, "variable")
+    arr, dt = _to_host_array(data, dtype, downcast, "variable", log2_scale, nan_on_overflow)
     if retrieval_mode not in (None, "one_per_group", "all_replicas"):
         raise ValueError(f"retrieval_mode must be 'one_per_group' or 'all_replicas', got {retrieval_mode!r}")
     if replica_grouping is None:
@@ -445,7 +453,11 @@ def constant(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
              nan_on_overflow: Optional[bool] = None) -> Constant:
     """A constant tensor in the current graph."""
     g = get_current_graph()
-    arr, dt = _to_host_array(data, dtype, downcast, "constant")
+    if dtype is None and getattr(data, "dtype", None) in (dtypes.np_dtype_float8_143,
+                                                         dtypes.np_dtype_float8_152):
+        raise TypeError("constant: float8 data needs an explicit dtype (popxl.float8_143 or "
+                        "popxl.float8_152)")
+    arr, dt = _to_host_array(data, dtype, downcast, "constant", log2_scale, nan_on_overflow)
     t = Constant._create(g, name or "t", arr.shape, dt)
     t._host_data = np.array(arr, order="C", copy=True)  # keeps 0-d arrays 0-d
     return t

@@ -65,12 +65,12 @@ def to_numpy(x, dtype: Optional[dtypes.dtype] = None, downcast: bool = True,
     if fp8:
         arr = np.asarray(x, order="C")
         if arr.dtype != dt.as_numpy():
-            try:
-                from .fp8_utils import host_pow2scale_cast_to_fp8
-            except ImportError:
-                raise NotImplementedError(
-                    f"to_numpy: converting host data to {dt.name} (fp8) is not supported by "
-                    "ipuxl yet") from None
+            from .fp8_utils import host_pow2scale_cast_to_fp8
+
+            if arr.dtype not in (np.float16, np.float32, np.float64):
+                raise TypeError(f"Type {arr.dtype} is not supported for float8 tensors. Pass "
+                                "np.float16, np.float32 or np.float64 data, or data already "
+                                f"converted to {dt.as_numpy()} (popxl.fp8_utils).")
             arr = host_pow2scale_cast_to_fp8(arr, dt, 0 if log2_scale is None else log2_scale,
                                              True if nan_on_overflow is None else nan_on_overflow)
     else:

@@ -29,7 +29,7 @@ from ..opdef import define_op
 from .rules import like_input
 from ..tensor import Constant, Tensor, constant
 from .shape import _is_int
-from .utils import (ALL_DTYPES, INT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
+from .utils import (ALL_DTYPES, INT_DTYPES, MOVABLE_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph,
                     check_same_dtype, check_tensor, normalize_axis, same_tile_set)
 
 __all__ = ["gather", "tied_gather", "scatter", "scatter_reduce", "dynamic_slice",
@@ -62,7 +62,7 @@ def _gather(kind: str, op: str, t: Tensor, indices, axis: int, amp, zero_OOR) ->
     indices = _indices(op, indices)
     check_in_graph(op, t=t, indices=indices)
     same_tile_set(op, t, indices)
-    check_dtype_in(op, t, ALL_DTYPES)
+    check_dtype_in(op, t, MOVABLE_DTYPES)
     _check_amp(op, amp)
     if t.rank == 0:
         raise ValueError(f"{op}: cannot gather from the scalar tensor {t.id!r}")

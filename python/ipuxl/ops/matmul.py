@@ -10,7 +10,7 @@ from ..opdef import define_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, check_same_dtype, to_tensor
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "matmul_pow2scaled"]
 
 
 def matmul_shape(op: str, a: Tensor, b: Tensor):
@@ -68,6 +68,41 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
 define_op("MatMul", lambda ins, attrs, graphs=(): [(matmul_shape("MatMul", ins[0], ins[1]),
                                                     ins[0].dtype)],
           model="matmul")
+
+
+def matmul_pow2scaled(lhs: Tensor, rhs: Tensor, log2_scale: Tensor,
+                      available_memory_proportion: Optional[float] = None) -> Tensor:
+    """``matmul(lhs, rhs) * 2**log2_scale`` of float8 operands (``float8_143``
+    / ``float8_152``, NumPy matmul rules), returned as float16. The operands
+    are decoded exactly and accumulate in float32; ``log2_scale`` is an int32
+    scalar tensor in [-32, 32) (checked when the program runs).
+
+    Raises:
+        TypeError: an operand is not float8, or ``log2_scale`` is not int32.
+        ValueError: ``log2_scale`` is not a scalar, or the shapes do not fit.
+    """
+    from .utils import FP8_DTYPES, check_tensor_ipu_and_tile_set
+
+    if lhs.dtype not in FP8_DTYPES or rhs.dtype not in FP8_DTYPES:
+        raise TypeError("Scaled matmul operands must be of dtype popxl.float8_143 or "
+                        "popxl.float8_152")
+    if log2_scale.rank > 0:
+        raise ValueError("Log2 scale argument must be a scalar tensor")
+    if log2_scale.dtype != dtypes.int32:
+        raise TypeError("Log2 scale tensor must be of type popxl.int32")
+    check_in_graph("matmul_pow2scaled", lhs=lhs, rhs=rhs, log2_scale=log2_scale)
+    check_tensor_ipu_and_tile_set(lhs=lhs, rhs=rhs)
+    if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
+        raise ValueError(f"matmul_pow2scaled: available_memory_proportion must be in (0, 1], got "
+                         f"{available_memory_proportion}")
+    return create_op("MatMulPow2Scaled", [lhs, rhs, log2_scale], ["matmul_pow2scaled_out"], {},
+                     name="matmul_pow2scaled").outputs[0]
+
+
+define_op("MatMulPow2Scaled",
+          lambda ins, attrs, graphs=(): [(matmul_shape("matmul_pow2scaled", ins[0], ins[1]),
+                                          dtypes.float16)],
+          no_grad="float8 is not supported for training (as PopART)")
 
 
 def _swap_last(t: Tensor) -> Tensor:

@@ -142,11 +142,12 @@ define_op("SliceInplace", _slice_shape, model="view",
 
 def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
     """Every ``strides[k]``-th element along each axis ``k``, starting at 0
-    (``t[::s0, ::s1, ...]``). An int is accepted for a 1-D tensor.
+    (``t[::s0, ::s1, ...]``). An int is the stride of axis 0. As PopXL, a
+    list shorter than the rank is padded with ones (PyTorch's ``t[::s]``).
 
     Raises:
-        ValueError: ``strides`` does not have one entry per axis, or an entry
-            is below 1.
+        ValueError: ``strides`` has more entries than ``t`` has axes, or an
+            entry is below 1.
     """
     check_in_graph("subsample", t=t)
     if _is_int(strides):
@@ -157,10 +158,11 @@ def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
         raise TypeError(f"subsample: strides must be an int or a list of ints, got {strides!r}") from None
     if not all(_is_int(s) for s in strides):
         raise TypeError(f"subsample: strides must be ints, got {strides!r}")
-    if len(strides) != t.rank:
+    if len(strides) > t.rank:
         raise ValueError(
-            f"subsample: the length of `strides` ({len(strides)}) must match the rank of the "
-            f"input tensor {t.id!r} ({t.rank})")
+            f"subsample: The length of subsample `strides` ({len(strides)}) must not be greater "
+            f"than the rank of the input tensor {t.id!r} ({t.rank}).")
+    strides = strides + [1] * (t.rank - len(strides))
     if any(s < 1 for s in strides):
         raise ValueError(f"subsample: strides must be >= 1, got {strides}")
     return create_op("Subsample", [t], ["subsample_out"],
@@ -234,7 +236,9 @@ def _concat_check(op: str, ts) -> Tuple[List[Tensor], int]:
         raise ValueError(f"{op}: at least one tensor is required")
     check_in_graph(op, **{f"ts_{i}": t for i, t in enumerate(ts)})
     same_tile_set(op, *ts)
-    check_same_dtype(op, *ts)
+    if len({t.dtype for t in ts}) > 1:
+        desc = ", ".join(f"{t.id!r} ({t.dtype.name})" for t in ts)
+        raise TypeError(f"{op}: All inputs to a concat operation must have the same type: {desc}")
     return ts, ts[0].rank
 
 

@@ -13,7 +13,7 @@ from ..tensor import Tensor, constant
 
 __all__ = [
     "check_in_graph", "check_tensor", "broadcast_shapes", "to_tensor", "normalize_axis",
-    "check_dtype_in", "check_same_dtype", "same_tile_set",
+    "check_dtype_in", "check_same_dtype", "same_tile_set", "check_tensor_ipu_and_tile_set",
 ]
 
 FLOAT_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
@@ -21,6 +21,9 @@ INT_DTYPES = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int
               dtypes.uint32, dtypes.int64, dtypes.uint64)
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 ALL_DTYPES = NUMERIC_DTYPES + (dtypes.bool,)
+FP8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
+#: Types ops that only move bytes (gather, slices, reshapes...) accept.
+MOVABLE_DTYPES = ALL_DTYPES + FP8_DTYPES
 
 
 def check_tensor(op: str, name: str, t) -> Tensor:
@@ -54,6 +57,39 @@ def same_tile_set(op: str, *ts: Tensor) -> None:
     if len(sets) > 1:
         raise ValueError(f"{op}: inputs are on different tile sets {sorted(sets)}; use "
                          "ops.io_tile_copy to move tensors between IO and compute tiles")
+
+
+def check_tensor_ipu_and_tile_set(*args, **tensors: Tensor) -> None:
+    """Check that the tensors (given as keywords, named in the message) are
+    on the same virtual IPU and the same tile set, as PopXL's helper of this
+    name. A tensor whose IPU or tile set is undefined (no producing op:
+    variables, constants) is skipped.
+
+    Raises:
+        ValueError: two tensors are on different IPUs or tile sets.
+    """
+    from ..errors import UndefinedValue
+
+    if args:
+        raise Exception("Internal error: please specify all tensors as keyword arguments.")
+
+    def where(t):
+        try:
+            return t.ipu, t.tile_set
+        except UndefinedValue:
+            return None, None
+
+    placed = [(name, *where(t)) for name, t in tensors.items()]
+    ipus = [(ipu, name) for name, ipu, _ in placed if ipu is not None and ipu != -1]
+    sets = [(ts, name) for name, _, ts in placed if ts is not None and ts != "undefined"]
+    for ipu, name in ipus[1:]:
+        if ipu != ipus[0][0]:
+            raise ValueError(f"The input tensors `{ipus[0][1]}` and `{name}` are located on "
+                             f"different IPUs: {ipus[0][0]} != {ipu}.")
+    for ts, name in sets[1:]:
+        if ts != sets[0][0]:
+            raise ValueError(f"The input tensors `{sets[0][1]}` and `{name}` are located on "
+                             f"different tile sets: {sets[0][0]} != {ts}.")
 
 
 def broadcast_shapes(op: str, *tensors: Tensor) -> Tuple[int, ...]:

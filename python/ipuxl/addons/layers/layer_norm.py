@@ -1,9 +1,4 @@
-"""``LayerNorm`` (``popxl_addons.layers.layer_norm``).
-
-ipuxl has no ``ops.layer_norm`` yet, so the layer is composed from
-``mean``/``sub``/``mul``/``sqrt``/``div`` (numerically the same: biased
-variance, ``eps`` inside the square root), which autodiff differentiates
-op by op."""
+"""``LayerNorm`` (``popxl_addons.layers.layer_norm``), on ``ops.layer_norm``."""
 from functools import partial
 
 import numpy as np
@@ -17,13 +12,15 @@ __all__ = ["LayerNorm", "layer_norm"]
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis."""
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis of
+    ``x`` (any rank >= 1; leading axes are flattened for ``ops.layer_norm``,
+    whose fused kernel and gradient do the work)."""
     from ... import ops
 
-    mean = ops.mean(x, axis=-1, keepdims=True)
-    xc = x - mean
-    var = ops.mean(xc * xc, axis=-1, keepdims=True)
-    return xc / ops.sqrt(var + eps) * weight + bias
+    if x.rank == 2:
+        return ops.layer_norm(x, weight, bias, eps=eps)
+    flat = ops.reshape(x, (-1, x.shape[-1]))
+    return ops.reshape(ops.layer_norm(flat, weight, bias, eps=eps), x.shape)
 
 
 class LayerNorm(Module):

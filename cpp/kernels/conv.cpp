@@ -1,0 +1,934 @@
+// Convolutions with 1, 2 or 3 spatial axes (ONNX Conv semantics, NCHW):
+//
+//   Conv             (x [N,C,*in], w [M,C/G,*k] [, log2_scale]) -> y [N,M,*out]
+//   ConvDataGrad     (dy [N,M,*out], w [M,C/G,*k] [, log2_scale]) -> dx [N,C,*in]
+//   ConvWeightsGrad  (dy [N,M,*out], x [N,C,*in]) -> dw [M,C/G,*k]
+//
+// attributes: strides, pads (begin of each axis, then end of each axis),
+// dilations (each one per spatial axis) and groups. ConvDataGrad is also the
+// transposed convolution (ops.conv_transpose): dx's spatial shape is given
+// by its output tensor and must satisfy out = floor((in + pad_b + pad_e -
+// dil*(k-1) - 1) / stride) + 1 on every axis.
+//
+// Method: per group, a chunk of images is unfolded (im2col) into a
+// [C/G * prod(k), nb * prod(out)] matrix and multiplied by the group's
+// weights with blas::sgemm; the data gradient multiplies by the transposed
+// weights and folds the columns back (col2im), the weight gradient
+// multiplies the output gradient by the transposed columns. Chunks hold as
+// many images as fit a fixed column budget, so small images make one large
+// product. Unfolding and folding run over the core's thread pool by
+// (image, channel); the products use the GEMM's own threading. A 1x1
+// convolution with unit strides and no padding uses the input in place.
+//
+// Types: float32; float16 computes in float32 and rounds once; with a third
+// input (an int32 scalar log2_scale) the operands are float8_143/152 (both
+// the same format or mixed), decoded exactly to float32, and the result is
+// multiplied by 2^log2_scale and rounded once to float16 (PopXL's
+// conv_pow2scaled).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "../core/fp8.hpp"
+#include "../core/parallel.hpp"
+#include "common.hpp"
+
+namespace ipuxl {
+namespace {
+
+enum class ConvKind { Forward, DataGrad, WeightsGrad };
+
+// Geometry of one convolution, spatial axes padded to 3 (leading 1s).
+struct Geom {
+  int64_t N = 0, C = 0, M = 0, G = 1, Cg = 0, Mg = 0;
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
+  int64_t Isp = 1, Ksp = 1, P = 1, K = 1;
+  bool pointwise = false;  // 1x1 kernel, unit strides, no padding: columns == input
+};
+
+// Validates the attributes and the three tensor shapes (x-like, w-like,
+// y-like) and fills the geometry.
+Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& ys) {
+  const int64_t r = (int64_t)xs.size();
+  if (r < 3 || r > 5)
+    d.fail("the input must have rank 3, 4 or 5 (N, C and 1-3 spatial axes), got " +
+           shape_str(xs));
+  if ((int64_t)ws.size() != r || (int64_t)ys.size() != r)
+    d.fail("the input " + shape_str(xs) + ", weights " + shape_str(ws) + " and output " +
+           shape_str(ys) + " must have the same rank");
+  const int64_t ns = r - 2;
+  auto strides = d.attrs.ints("strides");
+  auto pads = d.attrs.ints("pads");
+  auto dils = d.attrs.ints("dilations");
+  const int64_t G = d.attrs.i("groups", 1);
+  if ((int64_t)strides.size() != ns || (int64_t)dils.size() != ns || (int64_t)pads.size() != 2 * ns)
+    d.fail("strides and dilations need " + std::to_string(ns) + " values and pads " +
+           std::to_string(2 * ns));
+  Geom g;
+  g.N = xs[0];
+  g.C = xs[1];
+  g.M = ws[0];
+  g.G = G;
+  if (G < 1 || g.C % G != 0 || g.M % G != 0)
+    d.fail("groups " + std::to_string(G) + " must divide the input channels " +
+           std::to_string(g.C) + " and the output channels " + std::to_string(g.M));
+  g.Cg = g.C / G;
+  g.Mg = g.M / G;
+  if (ws[1] != g.Cg)
+    d.fail("the weights " + shape_str(ws) + " must have C/groups = " + std::to_string(g.Cg) +
+           " input channels");
+  if (ys[0] != g.N || ys[1] != g.M)
+    d.fail("the output " + shape_str(ys) + " must have batch " + std::to_string(g.N) +
+           " and " + std::to_string(g.M) + " channels");
+  const int64_t off = 3 - ns;
+  for (int64_t i = 0; i < ns; ++i) {
+    const int64_t s = strides[(size_t)i], dl = dils[(size_t)i];
+    const int64_t pb = pads[(size_t)i], pe = pads[(size_t)(i + ns)];
+    if (s < 1 || dl < 1 || pb < 0 || pe < 0) d.fail("strides and dilations must be >= 1, pads >= 0");
+    const int64_t in = xs[(size_t)(i + 2)], kk = ws[(size_t)(i + 2)], o = ys[(size_t)(i + 2)];
+    if (kk < 1) d.fail("kernel sizes must be >= 1, got " + shape_str(ws));
+    const int64_t span = in + pb + pe - dl * (kk - 1) - 1;
+    const int64_t expect = span < 0 ? 0 : span / s + 1;
+    if (o != expect)
+      d.fail("spatial axis " + std::to_string(i) + ": input " + std::to_string(in) +
+             ", kernel " + std::to_string(kk) + ", stride " + std::to_string(s) + ", dilation " +
+             std::to_string(dl) + " and pads " + std::to_string(pb) + "/" + std::to_string(pe) +
+             " give an output of " + std::to_string(expect) + ", not " + std::to_string(o));
+    g.in[off + i] = in;
+    g.k[off + i] = kk;
+    g.out[off + i] = o;
+    g.stride[off + i] = s;
+    g.dil[off + i] = dl;
+    g.pad[off + i] = pb;
+  }
+  g.Isp = g.in[0] * g.in[1] * g.in[2];
+  g.Ksp = g.k[0] * g.k[1] * g.k[2];
+  g.P = g.out[0] * g.out[1] * g.out[2];
+  g.K = g.Cg * g.Ksp;
+  g.pointwise = g.Ksp == 1;
+  for (int i = 0; i < 3; ++i)
+    g.pointwise = g.pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.out[i] == g.in[i];
+  return g;
+}
+
+// Column budget (floats) of one chunk of images.
+constexpr int64_t kColBudget = int64_t(1) << 21;
+
+// Valid output range [lo, hi) of an axis for kernel offset kk: the outputs
+// o whose input o*s - p + kk*dl lies in [0, in).
+inline void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t koff, int64_t* lo,
+                        int64_t* hi) {
+  // o*s - p + koff >= 0  <=>  o >= ceil((p - koff) / s)
+  int64_t a = p - koff;
+  int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+  // o*s - p + koff <= in - 1  <=>  o <= floor((in - 1 + p - koff) / s)
+  int64_t b = in - 1 + p - koff;
+  int64_t h = b < 0 ? 0 : b / s + 1;
+  *lo = std::min(l, out);
+  *hi = std::max(*lo, std::min(h, out));
+}
+
+// Unfolds channel plane `src` ([in]) into its Ksp rows of `col` (row stride
+// ld, starting at column 0 of this image).
+void im2col_plane(const Geom& g, const float* src, float* col, int64_t ld, int64_t r0 = 0,
+                  int64_t r1 = -1) {
+  if (r1 < 0) r1 = g.out[0] * g.out[1];
+  int64_t row = 0;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++row) {
+        float* dst = col + row * ld;
+        int64_t dlo, dhi, hlo, hhi, wlo, whi;
+        valid_range(g.out[0], g.in[0], g.stride[0], g.pad[0], kd * g.dil[0], &dlo, &dhi);
+        valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
+        valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
+        const int64_t OW = g.out[2], sw = g.stride[2];
+        for (int64_t r = r0; r < r1; ++r) {
+          {
+            const int64_t od = r / g.out[1], oh = r % g.out[1];
+            float* d = dst + (r - r0) * OW;
+            if (od < dlo || od >= dhi || oh < hlo || oh >= hhi) {
+              std::memset(d, 0, sizeof(float) * (size_t)OW);
+              continue;
+            }
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+            const float* s = src + (id * g.in[1] + ih) * g.in[2] + kw * g.dil[2] - g.pad[2];
+            for (int64_t ow = 0; ow < wlo; ++ow) d[ow] = 0.0f;
+            if (sw == 1) {
+              if (whi > wlo) std::memcpy(d + wlo, s + wlo, sizeof(float) * (size_t)(whi - wlo));
+            } else {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow] = s[ow * sw];
+            }
+            for (int64_t ow = whi; ow < OW; ++ow) d[ow] = 0.0f;
+          }
+        }
+      }
+}
+
+// Folds the Ksp rows of `col` back onto channel plane `dst` (accumulating).
+void col2im_plane(const Geom& g, const float* col, int64_t ld, float* dst, int64_t r0 = 0,
+                  int64_t r1 = -1) {
+  if (r1 < 0) r1 = g.out[0] * g.out[1];
+  int64_t row = 0;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++row) {
+        const float* src = col + row * ld;
+        int64_t dlo, dhi, hlo, hhi, wlo, whi;
+        valid_range(g.out[0], g.in[0], g.stride[0], g.pad[0], kd * g.dil[0], &dlo, &dhi);
+        valid_range(g.out[1], g.in[1], g.stride[1], g.pad[1], kh * g.dil[1], &hlo, &hhi);
+        valid_range(g.out[2], g.in[2], g.stride[2], g.pad[2], kw * g.dil[2], &wlo, &whi);
+        const int64_t OW = g.out[2], sw = g.stride[2];
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t od = r / g.out[1], oh = r % g.out[1];
+          if (od < dlo || od >= dhi || oh < hlo || oh >= hhi) continue;
+          {
+            const float* s = src + (r - r0) * OW;
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+            float* d = dst + (id * g.in[1] + ih) * g.in[2] + kw * g.dil[2] - g.pad[2];
+            if (sw == 1) {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow] += s[ow];
+            } else {
+              for (int64_t ow = wlo; ow < whi; ++ow) d[ow * sw] += s[ow];
+            }
+          }
+        }
+      }
+}
+
+// How an operand reaches float32: in place (float32) or converted into a
+// buffer at each run (float16 exactly; fp8 through its decode table).
+struct FloatView {
+  const TensorRef* t = nullptr;
+  std::shared_ptr<std::vector<float>> buf;
+
+  FloatView() = default;
+  explicit FloatView(const TensorRef* ref) : t(ref) {
+    if (t->dtype != DType::Float32) buf = std::make_shared<std::vector<float>>((size_t)t->nelms);
+  }
+  const float* get() const {
+    if (!buf) return t->as<float>();
+    float* o = buf->data();
+    const int64_t n = t->nelms;
+    if (t->dtype == DType::Float16) {
+      const f16* s = t->as<f16>();
+      parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = (float)s[i];
+      });
+    } else {
+      const float* lut = (t->dtype == DType::Float8_143 ? fp8::table143() : fp8::table152()).v;
+      const uint8_t* s = t->data;
+      parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = lut[s[i]];
+      });
+    }
+    return o;
+  }
+};
+
+// The output: written in place (float32) or through a float buffer rounded
+// once to float16 (times 2^log2_scale for the fp8 form).
+struct FloatOut {
+  const TensorRef* t = nullptr;
+  std::shared_ptr<std::vector<float>> buf;
+
+  FloatOut() = default;
+  explicit FloatOut(const TensorRef* ref) : t(ref) {
+    if (t->dtype != DType::Float32) buf = std::make_shared<std::vector<float>>((size_t)t->nelms);
+  }
+  float* get() const { return buf ? buf->data() : t->as<float>(); }
+  void finish(int log2_scale, bool scaled) const {
+    const int64_t n = t->nelms;
+    const float* s = get();
+    const float scale = scaled ? std::ldexp(1.0f, log2_scale) : 1.0f;
+    if (!buf) {
+      if (scaled) {
+        float* o = t->as<float>();
+        for (int64_t i = 0; i < n; ++i) o[i] *= scale;
+      }
+      return;
+    }
+    f16* o = t->as<f16>();
+    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f16(s[i] * scale);
+    });
+  }
+};
+
+// Row-blocked products of one image and group: the output rows are taken
+// in blocks whose columns (K x rows x OW floats) fit the L2 cache, so the
+// unfolded block is still cached when the product packs it. `par` unfolds
+// / folds the block's channels over the thread pool (the products thread
+// themselves); inside a task that already runs per image it is false.
+constexpr int64_t kL2Floats = int64_t(1) << 17;
+
+int64_t rows_per_block(const Geom& g) {
+  const int64_t R = g.out[0] * g.out[1];
+  return std::max<int64_t>(1, std::min<int64_t>(R, kL2Floats / std::max<int64_t>(1, g.K * g.out[2])));
+}
+
+template <class F>
+void over_channels(const Geom& g, bool par, int64_t rows, F&& f) {
+  if (!par) {
+    for (int64_t c = 0; c < g.Cg; ++c) f(c);
+    return;
+  }
+  parallel_for(g.Cg, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.Ksp * rows * g.out[2])),
+               [&](int64_t c0, int64_t c1) {
+                 for (int64_t c = c0; c < c1; ++c) f(c);
+               });
+}
+
+void image_forward(const Geom& g, const float* x, const float* w, float* y, float* col, bool par) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      im2col_plane(g, x + c * g.Isp, col + c * g.Ksp * cols, cols, r0, r1);
+    });
+    blas::sgemm(false, false, g.Mg, cols, g.K, 1.0f, w, g.K, col, cols, 0.0f, y + r0 * OW, g.P);
+  }
+}
+
+void image_data_grad(const Geom& g, const float* dy, const float* w, float* dx, float* col,
+                     bool par) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  std::memset(dx, 0, sizeof(float) * (size_t)(g.Cg * g.Isp));
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    blas::sgemm(true, false, g.K, cols, g.Mg, 1.0f, w, g.K, dy + r0 * OW, g.P, 0.0f, col, cols);
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      col2im_plane(g, col + c * g.Ksp * cols, cols, dx + c * g.Isp, r0, r1);
+    });
+  }
+}
+
+void image_weights_grad(const Geom& g, const float* dy, const float* x, float* dw, float* col,
+                        bool par, bool accumulate) {
+  const int64_t R = g.out[0] * g.out[1], rb = rows_per_block(g), OW = g.out[2];
+  for (int64_t r0 = 0; r0 < R; r0 += rb) {
+    const int64_t r1 = std::min(R, r0 + rb), cols = (r1 - r0) * OW;
+    over_channels(g, par, r1 - r0, [&](int64_t c) {
+      im2col_plane(g, x + c * g.Isp, col + c * g.Ksp * cols, cols, r0, r1);
+    });
+    blas::sgemm(false, true, g.Mg, g.K, cols, 1.0f, dy + r0 * OW, g.P, col, cols,
+                (accumulate || r0 > 0) ? 1.0f : 0.0f, dw, g.K);
+  }
+}
+
+struct ConvPlan {
+  ConvKind kind;
+  Geom g;
+  int64_t nb = 1;  // images per chunk
+  bool batched = false;  // threads over images (run_*_batched)
+  bool direct = false;   // run_forward_direct
+  bool tap = false;      // run_tap
+  FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
+  FloatOut o;
+  const TensorRef* log2_scale = nullptr;
+  bool scaled = false;
+  std::shared_ptr<std::vector<float>> col, tmp;  // columns, reordered rows
+};
+
+// dy chunk [nb images, Mg rows of group gi] -> rows [Mg, nb*P].
+void gather_rows(const Geom& g, const float* y, int64_t n0, int64_t nb, int64_t gi, float* rows) {
+  const int64_t P = g.P;
+  parallel_for(g.Mg * nb, std::max<int64_t>(1, 16384 / std::max<int64_t>(P, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t u = b; u < e; ++u) {
+                   const int64_t m = u / nb, i = u % nb;
+                   std::memcpy(rows + m * nb * P + i * P,
+                               y + ((n0 + i) * g.M + gi * g.Mg + m) * P, sizeof(float) * (size_t)P);
+                 }
+               });
+}
+
+void run_forward(const ConvPlan& p, const float* X, const float* W, float* Y) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const float* Wg = W + gi * g.Mg * K;
+      if (g.pointwise && nb == 1) {
+        blas::sgemm(false, false, g.Mg, P, K, 1.0f, Wg, K, X + (n0 * g.C + gi * g.Cg) * g.Isp, P,
+                    0.0f, Y + (n0 * g.M + gi * g.Mg) * P, P);
+        continue;
+      }
+      if (nb == 1) {
+        image_forward(g, X + (n0 * g.C + gi * g.Cg) * g.Isp, Wg, Y + (n0 * g.M + gi * g.Mg) * P,
+                      p.col->data(), true);
+        continue;
+      }
+      float* col = p.col->data();
+      const int64_t ld = nb * P;
+      parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t u = b; u < e; ++u) {
+                       const int64_t i = u / g.Cg, c = u % g.Cg;
+                       im2col_plane(g, X + ((n0 + i) * g.C + gi * g.Cg + c) * g.Isp,
+                                    col + c * g.Ksp * ld + i * P, ld);
+                     }
+                   });
+      if (nb == 1) {
+        blas::sgemm(false, false, g.Mg, P, K, 1.0f, Wg, K, col, ld, 0.0f,
+                    Y + (n0 * g.M + gi * g.Mg) * P, P);
+      } else {
+        float* tmp = p.tmp->data();
+        blas::sgemm(false, false, g.Mg, ld, K, 1.0f, Wg, K, col, ld, 0.0f, tmp, ld);
+        parallel_for(g.Mg * nb, std::max<int64_t>(1, 16384 / std::max<int64_t>(P, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t u = b; u < e; ++u) {
+                         const int64_t m = u / nb, i = u % nb;
+                         std::memcpy(Y + ((n0 + i) * g.M + gi * g.Mg + m) * P,
+                                     tmp + m * ld + i * P, sizeof(float) * (size_t)P);
+                       }
+                     });
+      }
+    }
+  }
+}
+
+void run_data_grad(const ConvPlan& p, const float* DY, const float* W, float* DX) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const float* Wg = W + gi * g.Mg * K;
+      const int64_t ld = nb * P;
+      const float* rows;
+      if (nb == 1) {
+        rows = DY + (n0 * g.M + gi * g.Mg) * P;
+      } else {
+        gather_rows(g, DY, n0, nb, gi, p.tmp->data());
+        rows = p.tmp->data();
+      }
+      if (g.pointwise && nb == 1) {
+        blas::sgemm(true, false, K, P, g.Mg, 1.0f, Wg, K, rows, P, 0.0f,
+                    DX + (n0 * g.C + gi * g.Cg) * g.Isp, P);
+        continue;
+      }
+      if (nb == 1) {
+        image_data_grad(g, rows, Wg, DX + (n0 * g.C + gi * g.Cg) * g.Isp, p.col->data(), true);
+        continue;
+      }
+      float* col = p.col->data();
+      blas::sgemm(true, false, K, ld, g.Mg, 1.0f, Wg, K, rows, ld, 0.0f, col, ld);
+      parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t u = b; u < e; ++u) {
+                       const int64_t i = u / g.Cg, c = u % g.Cg;
+                       float* plane = DX + ((n0 + i) * g.C + gi * g.Cg + c) * g.Isp;
+                       std::memset(plane, 0, sizeof(float) * (size_t)g.Isp);
+                       col2im_plane(g, col + c * g.Ksp * ld + i * P, ld, plane);
+                     }
+                   });
+    }
+  }
+}
+
+void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float* DW) {
+  const Geom& g = p.g;
+  const int64_t P = g.P, K = g.K;
+  if (g.N == 0 || P == 0) {
+    std::memset(DW, 0, sizeof(float) * (size_t)(g.M * K));
+    return;
+  }
+  for (int64_t n0 = 0; n0 < g.N; n0 += p.nb) {
+    const int64_t nb = std::min(p.nb, g.N - n0);
+    const float beta = n0 == 0 ? 0.0f : 1.0f;
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      float* DWg = DW + gi * g.Mg * K;
+      const int64_t ld = nb * P;
+      const float* rows;
+      if (nb == 1) {
+        rows = DY + (n0 * g.M + gi * g.Mg) * P;
+      } else {
+        gather_rows(g, DY, n0, nb, gi, p.tmp->data());
+        rows = p.tmp->data();
+      }
+      if (nb == 1 && !g.pointwise) {
+        image_weights_grad(g, rows, X + (n0 * g.C + gi * g.Cg) * g.Isp, DWg, p.col->data(), true,
+                           n0 > 0);
+        continue;
+      }
+      const float* col;
+      if (g.pointwise && nb == 1) {
+        col = X + (n0 * g.C + gi * g.Cg) * g.Isp;
+      } else {
+        float* c = p.col->data();
+        parallel_for(nb * g.Cg, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.Ksp * P, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t u = b; u < e; ++u) {
+                         const int64_t i = u / g.Cg, cc = u % g.Cg;
+                         im2col_plane(g, X + ((n0 + i) * g.C + gi * g.Cg + cc) * g.Isp,
+                                      c + cc * g.Ksp * ld + i * P, ld);
+                       }
+                     });
+        col = c;
+      }
+      blas::sgemm(false, true, g.Mg, K, ld, 1.0f, rows, ld, col, ld, beta, DWg, K);
+    }
+  }
+}
+
+// Tap-decomposed convolution for unit strides (1 or 2 spatial axes): no
+// unfolded matrix at all. The image is copied once into a zero-padded
+// buffer whose rows are exactly as wide as the output plus the kernel's
+// reach (IWp = OW + (kw-1)*dw); positions are then numbered over padded rows
+// (oh * IWp + ow, the last (kw-1)*dw of each row wasted), and kernel tap
+// (kh, kw) reads every channel shifted by kh*dh*IWp + kw*dw: a plain strided
+// matrix. So the output is a sum over taps of products
+//   Yt[pos, m] += Xpad_shift[c, pos]^T @ Wtap[m, c]^T
+// that the GEMM reads in place (A transposed, no packing of the large
+// operand), accumulated in a position-major block that stays in L2, then
+// transposed into the channel-major output. The data gradient of a unit
+// stride convolution is the same computation on dy with flipped,
+// transposed weights; the weight gradient is one product per tap,
+// dy (in padded rows) @ Xpad_shift^T.
+struct TapGeom {
+  int64_t Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW;
+  int64_t IHp, IWp, plane;  // padded rows, padded width, plane stride (with slack)
+};
+
+TapGeom make_tap_geom(int64_t Cin, int64_t IH, int64_t IW, int64_t ph, int64_t pw, int64_t KH,
+                      int64_t KW, int64_t dh, int64_t dw, int64_t Mo, int64_t OH, int64_t OW) {
+  TapGeom t{Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW, 0, 0, 0};
+  t.IHp = OH + (KH - 1) * dh;
+  t.IWp = OW + (KW - 1) * dw;
+  t.plane = ((t.IHp * t.IWp + (KW - 1) * dw + 15) / 16) * 16;
+  return t;
+}
+
+// xpad[c] = x[c] placed at (ph, pw) of an IHp x IWp zero plane (cropped).
+void tap_pad(const TapGeom& t, const float* x, float* xpad) {
+  std::fill(xpad, xpad + t.Cin * t.plane, 0.0f);
+  for (int64_t c = 0; c < t.Cin; ++c)
+    for (int64_t ih = 0; ih < t.IH; ++ih) {
+      const int64_t r = ih + t.ph;
+      if (r < 0 || r >= t.IHp) continue;
+      const int64_t c0 = std::max<int64_t>(0, -t.pw), c1 = std::min<int64_t>(t.IW, t.IWp - t.pw);
+      if (c1 > c0)
+        std::memcpy(xpad + c * t.plane + r * t.IWp + t.pw + c0, x + (c * t.IH + ih) * t.IW + c0,
+                    sizeof(float) * (size_t)(c1 - c0));
+    }
+}
+
+int64_t tap_rows_per_block(const TapGeom& t) {
+  return std::max<int64_t>(1, std::min<int64_t>(t.OH, (int64_t(1) << 15) / std::max<int64_t>(1, t.IWp * t.Mo)));
+}
+
+// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] applied to the shifted
+// padded input. ct: a (rows_per_block * IWp) x Mo buffer.
+void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y, float* ct) {
+  const int64_t rb = tap_rows_per_block(t);
+  for (int64_t r0 = 0; r0 < t.OH; r0 += rb) {
+    const int64_t r1 = std::min(t.OH, r0 + rb), npos = (r1 - r0) * t.IWp;
+    int64_t tap = 0;
+    for (int64_t kh = 0; kh < t.KH; ++kh)
+      for (int64_t kw = 0; kw < t.KW; ++kw, ++tap) {
+        const float* a = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
+        blas::sgemm(true, true, npos, t.Mo, t.Cin, 1.0f, a, t.plane, wt + tap * t.Mo * t.Cin,
+                    t.Cin, tap == 0 ? 0.0f : 1.0f, ct, t.Mo);
+      }
+    for (int64_t m = 0; m < t.Mo; ++m)
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dst = y + (m * t.OH + r) * t.OW;
+        const float* src = ct + (r - r0) * t.IWp * t.Mo + m;
+        for (int64_t ow = 0; ow < t.OW; ++ow) dst[ow] = src[ow * t.Mo];
+      }
+  }
+}
+
+// dwt[tap] [Mo, Cin] (+)= dyp [Mo, OH*IWp] @ shifted xpad^T, where dyp is dy
+// laid out over padded rows (zeros in the wasted columns).
+void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, float* dwt, bool acc) {
+  const int64_t npos = t.OH * t.IWp;
+  int64_t tap = 0;
+  for (int64_t kh = 0; kh < t.KH; ++kh)
+    for (int64_t kw = 0; kw < t.KW; ++kw, ++tap)
+      blas::sgemm(false, true, t.Mo, t.Cin, npos, 1.0f, dyp, npos,
+                  xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane, acc ? 1.0f : 0.0f,
+                  dwt + tap * t.Mo * t.Cin, t.Cin);
+}
+
+bool tap_applies(const Geom& g, ConvKind kind) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  if (g.P == 0 || g.N == 0 || g.Isp == 0) return false;
+  const int64_t cin = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
+  const int64_t cout = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
+  if (cin < 16 || cout < 8) return false;
+  if (kind == ConvKind::DataGrad) {
+    // dx is a unit-stride convolution of dy padded by (k-1)*d - pad on each side
+    for (int a = 1; a < 3; ++a) {
+      const int64_t reach = (g.k[a] - 1) * g.dil[a];
+      const int64_t pe = (g.out[a] - 1) + reach - g.pad[a] - (g.in[a] - 1);  // end padding used
+      if (g.pad[a] > reach || pe < 0 || pe > reach) return false;
+    }
+  }
+  return true;
+}
+
+void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float* O) {
+  const int64_t taps = g.k[1] * g.k[2];
+  // Per-group weight layouts: forward wt[g][tap][m][c]; data grad
+  // wt[g][tap'][c][m] with the taps flipped.
+  std::vector<float> wt;
+  if (kind != ConvKind::WeightsGrad) {
+    wt.resize((size_t)(g.G * taps * g.Mg * g.Cg));
+    for (int64_t gi = 0; gi < g.G; ++gi)
+      for (int64_t m = 0; m < g.Mg; ++m)
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t tap = 0; tap < taps; ++tap) {
+            const float v = B[(gi * g.Mg + m) * g.K + c * g.Ksp + tap];
+            if (kind == ConvKind::Forward)
+              wt[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)] = v;
+            else
+              wt[(size_t)(((gi * taps + (taps - 1 - tap)) * g.Cg + c) * g.Mg + m)] = v;
+          }
+  }
+  TapGeom t = kind == ConvKind::DataGrad
+      ? make_tap_geom(g.Mg, g.out[1], g.out[2], (g.k[1] - 1) * g.dil[1] - g.pad[1],
+                      (g.k[2] - 1) * g.dil[2] - g.pad[2], g.k[1], g.k[2], g.dil[1], g.dil[2], g.Cg,
+                      g.in[1], g.in[2])
+      : make_tap_geom(g.Cg, g.in[1], g.in[2], g.pad[1], g.pad[2], g.k[1], g.k[2], g.dil[1],
+                      g.dil[2], g.Mg, g.out[1], g.out[2]);
+  const int64_t in_ch = kind == ConvKind::DataGrad ? g.M : g.C;
+  const int64_t in_sp = kind == ConvKind::DataGrad ? g.P : g.Isp;
+  const int64_t out_ch = kind == ConvKind::DataGrad ? g.C : g.M;
+  const int64_t out_sp = kind == ConvKind::DataGrad ? g.Isp : g.P;
+  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const bool batched = g.N >= 2 * num_threads();
+  const int64_t units = batched ? T : 1;
+  const int64_t wsize = g.G * taps * g.Mg * g.Cg;
+  std::vector<float> partial(kind == ConvKind::WeightsGrad ? (size_t)(units * wsize) : 0);
+  auto images = [&](int64_t u, int64_t n0, int64_t n1) {
+    std::vector<float> xpad((size_t)(t.Cin * t.plane));
+    std::vector<float> ct(kind == ConvKind::WeightsGrad ? 0
+                          : (size_t)(tap_rows_per_block(t) * t.IWp * t.Mo));
+    std::vector<float> dyp(kind == ConvKind::WeightsGrad ? (size_t)(g.Mg * g.out[1] * t.IWp) : 0);
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const int64_t cin_g = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
+        tap_pad(t, A + (n * in_ch + gi * cin_g) * in_sp, xpad.data());
+        if (kind == ConvKind::WeightsGrad) {
+          // A is x here (pad above used x's geometry); dy comes in B.
+          const float* dy = B + (n * g.M + gi * g.Mg) * g.P;
+          for (int64_t m = 0; m < g.Mg; ++m)
+            for (int64_t r = 0; r < g.out[1]; ++r) {
+              float* d = dyp.data() + (m * g.out[1] + r) * t.IWp;
+              std::memcpy(d, dy + (m * g.out[1] + r) * g.out[2], sizeof(float) * (size_t)g.out[2]);
+              std::fill(d + g.out[2], d + t.IWp, 0.0f);
+            }
+          tap_weights(t, xpad.data(), dyp.data(), partial.data() + u * wsize + gi * taps * g.Mg * g.Cg,
+                      n != n0);
+        } else {
+          const int64_t cout_g = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
+          tap_forward(t, xpad.data(), wt.data() + gi * taps * g.Mg * g.Cg,
+                      O + (n * out_ch + gi * cout_g) * out_sp, ct.data());
+        }
+      }
+  };
+  if (batched) {
+    parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t u = t0; u < t1; ++u) images(u, g.N * u / T, g.N * (u + 1) / T);
+    });
+  } else {
+    images(0, 0, g.N);
+  }
+  if (kind == ConvKind::WeightsGrad) {
+    for (int64_t u = 1; u < units; ++u)
+      for (int64_t i = 0; i < wsize; ++i) partial[(size_t)i] += partial[(size_t)(u * wsize + i)];
+    for (int64_t gi = 0; gi < g.G; ++gi)
+      for (int64_t tap = 0; tap < taps; ++tap)
+        for (int64_t m = 0; m < g.Mg; ++m)
+          for (int64_t c = 0; c < g.Cg; ++c)
+            O[(gi * g.Mg + m) * g.K + c * g.Ksp + tap] =
+                partial[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)];
+  }
+}
+
+// Direct forward convolution for a short reduction (few input channels
+// times kernel taps, e.g. the first layer of an image network): an im2col
+// product would have K of a few dozen, where the GEMM spends more time
+// packing and storing than multiplying. A task takes one image and a block
+// of kDirectMB output channels: it copies the image's channels once into a
+// zero-padded buffer (so no tap needs bounds checks), then for every
+// 16-wide strip of an output row keeps the block's accumulators in vector
+// registers over all C/G x kernel taps (one load, kDirectMB FMAs per tap).
+// 1 or 2 spatial axes, any strides.
+constexpr int64_t kDirectMaxK = 64, kDirectMB = 8, kStrip = 16;
+typedef float Strip __attribute__((vector_size(kStrip * sizeof(float)), aligned(4)));
+
+bool direct_applies(const Geom& g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK &&
+         g.out[2] >= 8 && !g.pointwise;
+}
+
+void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y) {
+  const int64_t mblocks = (g.Mg + kDirectMB - 1) / kDirectMB;
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t kh_n = g.k[1], kw_n = g.k[2];
+  // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
+  // split into sw column phases (padded column j*sw + q in phase q, column
+  // j), so that for any stride a tap reads contiguous columns of one phase:
+  // tap kw reads phase (kw*dw) % sw from column ow + (kw*dw) / sw.
+  const int64_t sw = g.stride[2];
+  const int64_t strips = (OW + kStrip - 1) / kStrip;
+  const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
+  const int64_t PWj = strips * kStrip + ((kw_n - 1) * g.dil[2]) / sw + 1;
+  const int64_t units = g.N * g.G * mblocks;
+  const int64_t work_per_unit = kDirectMB * g.P * g.K;
+  parallel_for(units, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
+               [&](int64_t u0, int64_t u1) {
+    std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
+    int64_t padded_for = -1;  // the (n, group) held in `pad`
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t mb = u % mblocks, gi = (u / mblocks) % g.G, n = u / (mblocks * g.G);
+      if (padded_for != n * g.G + gi) {
+        padded_for = n * g.G + gi;
+        std::fill(pad.begin(), pad.end(), 0.0f);
+        const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - g.pad[1];
+            if (ih < 0 || ih >= IH) continue;
+            const float* src = img + (c * IH + ih) * IW;
+            for (int64_t q = 0; q < sw; ++q) {
+              float* dst = pad.data() + ((c * PH + r) * sw + q) * PWj;
+              // padded column j*sw + q holds input column j*sw + q - pad_w
+              for (int64_t j = 0; j < PWj; ++j) {
+                const int64_t iw = j * sw + q - g.pad[2];
+                if (iw >= 0 && iw < IW) dst[j] = src[iw];
+              }
+            }
+          }
+      }
+      const int64_t m0 = gi * g.Mg + mb * kDirectMB;
+      const int64_t nm = std::min<int64_t>(kDirectMB, gi * g.Mg + g.Mg - m0);
+      // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's
+      // base; weights tap-major so one tap's kDirectMB values are adjacent.
+      int64_t offs[kDirectMaxK];
+      float w[kDirectMaxK][kDirectMB];
+      {
+        int64_t k = 0;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t kh = 0; kh < kh_n; ++kh)
+            for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
+              offs[k] = ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                        (kw * g.dil[2]) / sw;
+        for (int64_t kk = 0; kk < g.K; ++kk)
+          for (int64_t j = 0; j < kDirectMB; ++j) w[kk][j] = j < nm ? W[(m0 + j) * g.K + kk] : 0.0f;
+      }
+      const int64_t K = g.K;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t s0 = 0; s0 < strips; ++s0) {
+          const float* base = pad.data() + oh * g.stride[1] * sw * PWj + s0 * kStrip;
+          Strip a0 = Strip{}, a1 = Strip{}, a2 = Strip{}, a3 = Strip{};
+          Strip a4 = Strip{}, a5 = Strip{}, a6 = Strip{}, a7 = Strip{};
+          for (int64_t k = 0; k < K; ++k) {
+            const Strip v = *reinterpret_cast<const Strip*>(base + offs[k]);
+            const float* wk = w[k];
+            a0 += wk[0] * v;
+            a1 += wk[1] * v;
+            a2 += wk[2] * v;
+            a3 += wk[3] * v;
+            a4 += wk[4] * v;
+            a5 += wk[5] * v;
+            a6 += wk[6] * v;
+            a7 += wk[7] * v;
+          }
+          const Strip acc[kDirectMB] = {a0, a1, a2, a3, a4, a5, a6, a7};
+          const int64_t ow0 = s0 * kStrip, nw = std::min<int64_t>(kStrip, OW - ow0);
+          for (int64_t j = 0; j < nm; ++j) {
+            float* dst = Y + ((n * g.M + m0 + j) * OH + oh) * OW + ow0;
+            if (nw == kStrip) *reinterpret_cast<Strip*>(dst) = acc[j];
+            else std::memcpy(dst, &acc[j], sizeof(float) * (size_t)nw);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Batch-parallel forms, for images small enough that one image's product
+// is cheap: threads take whole images, unfold each into their own column
+// buffer and run single-threaded products (a nested parallel_for runs
+// inline) straight into the output, with no reordering.
+void run_forward_batched(const Geom& g, const float* X, const float* W, float* Y) {
+  const int64_t P = g.P, K = g.K;
+  parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
+        float* dst = Y + (n * g.M + gi * g.Mg) * P;
+        if (g.pointwise)
+          blas::sgemm(false, false, g.Mg, P, K, 1.0f, W + gi * g.Mg * K, K, src, P, 0.0f, dst, P);
+        else
+          image_forward(g, src, W + gi * g.Mg * K, dst, col.data(), false);
+      }
+  });
+}
+
+void run_data_grad_batched(const Geom& g, const float* DY, const float* W, float* DX) {
+  const int64_t P = g.P, K = g.K;
+  parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        const float* rows = DY + (n * g.M + gi * g.Mg) * P;
+        float* dst = DX + (n * g.C + gi * g.Cg) * g.Isp;
+        if (g.pointwise)
+          blas::sgemm(true, false, K, P, g.Mg, 1.0f, W + gi * g.Mg * K, K, rows, P, 0.0f, dst, P);
+        else
+          image_data_grad(g, rows, W + gi * g.Mg * K, dst, col.data(), false);
+      }
+  });
+}
+
+void run_weights_grad_batched(const Geom& g, const float* DY, const float* X, float* DW) {
+  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const int64_t wsize = g.M * K;
+  std::vector<float> partial((size_t)((T - 1) * wsize));
+  parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> col(g.pointwise ? 0 : (size_t)(K * rows_per_block(g) * g.out[2]));
+    for (int64_t t = t0; t < t1; ++t) {
+      float* acc = t == 0 ? DW : partial.data() + (t - 1) * wsize;
+      const int64_t a = g.N * t / T, b = g.N * (t + 1) / T;
+      if (b == a) std::memset(acc, 0, sizeof(float) * (size_t)wsize);
+      for (int64_t n = a; n < b; ++n)
+        for (int64_t gi = 0; gi < g.G; ++gi) {
+          const float* src = X + (n * g.C + gi * g.Cg) * g.Isp;
+          const float* dy = DY + (n * g.M + gi * g.Mg) * P;
+          float* dwg = acc + gi * g.Mg * K;
+          if (g.pointwise)
+            blas::sgemm(false, true, g.Mg, K, P, 1.0f, dy, P, src, P, n == a ? 0.0f : 1.0f, dwg, K);
+          else
+            image_weights_grad(g, dy, src, dwg, col.data(), false, n != a);
+        }
+    }
+  });
+  for (int64_t t = 1; t < T; ++t) {
+    const float* src = partial.data() + (t - 1) * wsize;
+    for (int64_t i = 0; i < wsize; ++i) DW[i] += src[i];
+  }
+}
+
+std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
+  if (d.out.size() != 1) d.fail("expected 1 output");
+  const bool scaled = d.in.size() == 3;
+  if (d.in.size() != 2 && !(scaled && kind != ConvKind::WeightsGrad))
+    d.fail("expected 2 inputs (3 with a log2 scale)");
+  for (const TensorRef* t : d.in)
+    if (!t) d.fail("an input is missing");
+  const TensorRef* a = d.in[0];
+  const TensorRef* b = d.in[1];
+  const TensorRef* o = d.out[0];
+  ConvPlan p;
+  p.kind = kind;
+  p.scaled = scaled;
+  if (scaled) {
+    p.log2_scale = d.in[2];
+    if (p.log2_scale->dtype != DType::Int32 || p.log2_scale->nelms != 1)
+      d.fail("the log2 scale '" + p.log2_scale->name + "' must be an int32 scalar");
+    if (!dtype_is_fp8(a->dtype) || !dtype_is_fp8(b->dtype))
+      d.fail("a scaled convolution needs float8 operands, got " + std::string(dtype_name(a->dtype)) +
+             " and " + dtype_name(b->dtype));
+    if (o->dtype != DType::Float16) d.fail("a scaled convolution produces float16");
+  } else {
+    if (a->dtype != DType::Float32 && a->dtype != DType::Float16)
+      d.fail(std::string("expected float32 or float16 operands, got ") + dtype_name(a->dtype));
+    d.expect_same_dtype(*a, *b);
+    d.expect_same_dtype(*a, *o);
+  }
+  switch (kind) {
+    case ConvKind::Forward: p.g = make_geom(d, a->shape, b->shape, o->shape); break;
+    case ConvKind::DataGrad: p.g = make_geom(d, o->shape, b->shape, a->shape); break;
+    case ConvKind::WeightsGrad: p.g = make_geom(d, b->shape, o->shape, a->shape); break;
+  }
+  const Geom& g = p.g;
+  const int64_t colrow = std::max<int64_t>(1, g.K * g.P);
+  p.nb = std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(g.N, 1), kColBudget / colrow));
+  if (g.pointwise && kind != ConvKind::WeightsGrad) p.nb = 1;
+  // Threads over images when there are enough images and one image's
+  // product is small (below ~16 MFLOP): single-threaded products on
+  // private columns beat splitting each small product.
+  const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
+  p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
+  if (p.batched) p.nb = 1;
+  p.direct = kind == ConvKind::Forward && direct_applies(g);
+  p.tap = !p.direct && tap_applies(g, kind) && std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
+  if (p.tap) p.batched = false;
+  if (p.direct) p.batched = false;
+  if (p.direct) p.nb = 1;
+  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct && !p.tap)
+    p.col = std::make_shared<std::vector<float>>(
+        (size_t)(p.nb == 1 ? g.K * rows_per_block(g) * g.out[2] : g.K * g.P * p.nb));
+  if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
+  p.a = FloatView(a);
+  p.b = FloatView(b);
+  p.o = FloatOut(o);
+  const double work = 2.0 * (double)g.N * (double)g.M * (double)g.P * (double)g.K;
+  return make_kernel(
+      [p](RunContext&) {
+        int log2_scale = 0;
+        if (p.scaled) {
+          log2_scale = p.log2_scale->as<int32_t>()[0];
+          if (log2_scale < -32 || log2_scale >= 32)
+            throw RunError("conv_pow2scaled: the log2 scale " + std::to_string(log2_scale) +
+                           " is outside the range [-32, 32) of a 6-bit signed integer");
+        }
+        const float* A = p.a.get();
+        const float* B = p.b.get();
+        float* O = p.o.get();
+        if (p.tap) {
+          // WeightsGrad's inputs are (dy, x): the padded operand is x.
+          if (p.kind == ConvKind::WeightsGrad) run_tap(p.g, p.kind, B, A, O);
+          else run_tap(p.g, p.kind, A, B, O);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
+        if (p.direct) {
+          run_forward_direct(p.g, A, B, O);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
+        if (p.batched) {
+          switch (p.kind) {
+            case ConvKind::Forward: run_forward_batched(p.g, A, B, O); break;
+            case ConvKind::DataGrad: run_data_grad_batched(p.g, A, B, O); break;
+            case ConvKind::WeightsGrad: run_weights_grad_batched(p.g, A, B, O); break;
+          }
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
+        switch (p.kind) {
+          case ConvKind::Forward: run_forward(p, A, B, O); break;
+          case ConvKind::DataGrad: run_data_grad(p, A, B, O); break;
+          case ConvKind::WeightsGrad: run_weights_grad(p, A, B, O); break;
+        }
+        p.o.finish(log2_scale, p.scaled);
+      },
+      work);
+}
+
+}  // namespace
+
+IPUXL_REGISTER_KERNEL("Conv", [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::Forward); });
+IPUXL_REGISTER_KERNEL("ConvDataGrad",
+                      [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::DataGrad); });
+IPUXL_REGISTER_KERNEL("ConvWeightsGrad",
+                      [](const OpDesc& d) { return conv_factory_kind(d, ConvKind::WeightsGrad); });
+
+}  // namespace ipuxl

@@ -1,0 +1,238 @@
+"""conv, conv_transpose, average_pool and max_pool against PyTorch, in value
+and gradient (first order against autograd, second order of conv against
+autograd's double backward)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import ipuxl as popxl  # noqa: E402
+import ipuxl.ops as ops  # noqa: E402
+from grad_harness import grads_of, second_order_of  # noqa: E402
+from harness import run_fn  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def _seed(shape):
+    return np.random.default_rng(1234).standard_normal(shape).astype(np.float32)
+
+
+def _torch_grads(fn, *arrays):
+    ts = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in arrays]
+    y = fn(*ts)
+    (y * torch.tensor(_seed(tuple(y.shape)).astype(np.float64))).sum().backward()
+    return y.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def _tpad(x, pads):
+    n = len(pads) // 2
+    tp = []
+    for i in reversed(range(n)):
+        tp += [pads[i], pads[n + i]]
+    return F.pad(x, tp)
+
+
+CONV_CASES = [
+    # x shape, w shape, stride, pads, dilation, groups
+    ((2, 3, 9), (4, 3, 3), (1,), (0, 0), (1,), 1),
+    ((2, 4, 11), (6, 2, 3), (2,), (1, 2), (2,), 2),
+    ((2, 3, 8, 7), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 4, 10, 9), (6, 2, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 2),
+    ((3, 6, 5, 5), (6, 1, 3, 3), (1, 2), (0, 1, 1, 0), (1, 1), 6),
+    ((2, 8, 6, 6), (4, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2), (1, 2, 1), (1, 0, 1, 0, 1, 0), (2, 1, 1), 1),
+    # enough images for the batch-parallel path (threads over images)
+    ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),
+    ((8, 6, 5, 5), (4, 6, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    # a short reduction (C/groups * kernel <= 64): the direct forward kernel
+    ((2, 1, 9, 12), (5, 1, 3, 3), (2, 1), (1, 1, 1, 1), (1, 2), 1),
+    ((3, 2, 20), (7, 2, 5), (1,), (2, 2), (1,), 1),
+    ((2, 4, 6, 10), (8, 2, 2, 3), (1, 1), (0, 1, 0, 1), (1, 1), 2),
+    ((2, 3, 11, 21), (6, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 2, 9, 30), (12, 2, 2, 3), (1, 3), (0, 1, 1, 2), (1, 2), 1),
+    # output rows in several L2-sized blocks: one large image, and per image
+    ((1, 64, 40, 40), (8, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((4, 32, 30, 30), (4, 32, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    # unit strides and 16+ channels: the tap-decomposed products (all three ops)
+    ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),
+    ((2, 32, 8, 8), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    ((4, 16, 30), (16, 16, 5), (1,), (2, 2), (1,), 1),
+    ((1, 16, 7, 6), (24, 16, 3, 3), (1, 1), (0, 2, 1, 0), (1, 1), 1),
+]
+
+
+def _torch_conv(x, w, stride, pads, dil, groups):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[x.dim()]
+    return conv(_tpad(x, pads), w, stride=stride, dilation=dil, groups=groups)
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", CONV_CASES)
+def test_conv_value_and_grad(xs, ws, stride, pads, dil, groups):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, stride, pads, dil, groups), x, w)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[0], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=2e-4)
+
+
+def test_conv_second_order():
+    x = RNG.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    w = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    args = ((2, 1), (1, 1, 0, 1), (1, 1), 2)
+    v = [RNG.standard_normal(x.shape).astype(np.float32),
+         RNG.standard_normal(w.shape).astype(np.float32)]
+    got, _, _ = second_order_of(lambda a, b: ops.conv(a, b, *args), x, w, v=v)
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    wt = torch.tensor(w.astype(np.float64), requires_grad=True)
+    y = _torch_conv(xt, wt, *args)
+    loss = (y * torch.tensor(_seed(tuple(y.shape)).astype(np.float64))).sum()
+    gx, gw = torch.autograd.grad(loss, [xt, wt], create_graph=True)
+    s = (gx * torch.tensor(v[0].astype(np.float64))).sum() + \
+        (gw * torch.tensor(v[1].astype(np.float64))).sum()
+    hx, hw = torch.autograd.grad(s, [xt, wt])
+    np.testing.assert_allclose(got[0], hx.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], hw.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_float16_and_pad_types():
+    x = RNG.random((2, 3, 12, 10)).astype(np.float16)
+    w = RNG.random((4, 3, 3, 2)).astype(np.float16)
+    want = F.conv2d(torch.tensor(x, dtype=torch.float32), torch.tensor(w, dtype=torch.float32),
+                    padding="same").numpy()
+    got = run_fn(lambda a, b: ops.conv(a, b, pad_type="same_upper", partials_types=["half"],
+                                       available_memory_proportions=[0.5],
+                                       enable_conv_dithering=[1]), x, w)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3)
+    got = run_fn(lambda a, b: ops.conv(a.astype if False else a, b, (3, 2), pad_type="valid"),
+                 x.astype(np.float32), w.astype(np.float32))
+    want = F.conv2d(torch.tensor(x, dtype=torch.float32), torch.tensor(w, dtype=torch.float32),
+                    stride=(3, 2)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups,out_pad", [
+    ((2, 4, 5, 6), (4, 3, 3, 3), (2, 2), (1, 0, 1, 0), (1, 1), 1, (1, 0)),
+    ((1, 4, 7), (4, 2, 4), (3,), (1, 1), (1,), 2, (2,)),
+    ((1, 2, 3, 4, 3), (2, 2, 2, 2, 2), (1, 2, 1), (0, 0, 0, 0, 0, 0), (1, 1, 2), 1, (0, 1, 0)),
+    ((7, 4, 5, 4), (4, 2, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 2, (1, 0)),
+])
+def test_conv_transpose_value_and_grad(xs, ws, stride, pads, dil, groups, out_pad):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    n = len(stride)
+    assert pads[:n] == pads[n:]  # torch takes symmetric padding
+    tconv = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}[len(xs)]
+    fn = lambda a, b: ops.conv_transpose(a, b, stride, pads, dil, groups,  # noqa: E731
+                                         output_padding=out_pad)
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: tconv(a, b, stride=stride, padding=pads[:n],
+                                                     output_padding=out_pad, groups=groups,
+                                                     dilation=dil), x, w)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[0], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_output_shape():
+    x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    got = run_fn(lambda a, b: ops.conv_transpose(a, b, (2, 2), output_shape=(8, 8)), x, w)
+    # ONNX: total padding 1 per axis, the odd unit at the beginning (not same_upper)
+    full = F.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2).numpy()
+    np.testing.assert_allclose(got, full[:, :, 1:, 1:], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_errors():
+    with popxl.Ir().main_graph:
+        x = popxl.variable(np.zeros((1, 4, 5, 5), np.float32))
+        w = popxl.variable(np.zeros((2, 4, 3, 3), np.float32))
+        with pytest.raises(ValueError, match="pad type bogus is not valid"):
+            ops.conv(x, w, pad_type="bogus")
+        with pytest.raises(TypeError, match="conv: .*same dtype"):
+            ops.conv(x, popxl.variable(np.zeros((2, 4, 3, 3), np.float16)))
+        with pytest.raises(TypeError, match="conv: .*int32"):
+            ops.conv(popxl.variable(np.zeros((1, 4, 5, 5), np.int32)),
+                     popxl.variable(np.zeros((2, 4, 3, 3), np.int32)))
+        with pytest.raises(ValueError, match="Conv: the weight .*input channels"):
+            ops.conv(x, w, groups=2)
+        with pytest.raises(ValueError, match="does not fit"):
+            ops.conv(x, popxl.variable(np.zeros((2, 4, 7, 7), np.float32)))
+        with pytest.raises(ValueError, match="`stride` .* must have 2 values"):
+            ops.conv(x, w, stride=(1, 2, 3))
+        with pytest.raises(ValueError, match="partials_types"):
+            ops.conv(x, w, partials_types=["double"])
+
+
+POOL_CASES = [
+    ((2, 3, 11), (3,), (1,), (0, 0), False),
+    ((2, 3, 12), (4,), (2,), (1, 1), True),
+    ((2, 3, 13, 11), (3, 3), (2, 2), (1, 1, 1, 1), True),
+    ((1, 2, 10, 9), (2, 3), (2, 1), (1, 0, 1, 0), False),
+    ((1, 2, 7, 6, 5), (3, 2, 2), (2, 2, 1), (1, 1, 0, 1, 1, 0), True),
+]
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.mark.parametrize("xs,k,s,pads,ceil", POOL_CASES)
+def test_pool_value_and_grad(kind, xs, k, s, pads, ceil):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    n = len(k)
+    assert pads[:n] == pads[n:]
+    if kind == "avg":
+        fn = lambda a: ops.average_pool(a, k, s, pads, ceil_mode=ceil)  # noqa: E731
+        tf = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+        tfn = lambda a: tf(a, k, s, pads[:n], ceil_mode=ceil, count_include_pad=False)  # noqa
+    else:
+        fn = lambda a: ops.max_pool(a, k, s, pads, ceil_mode=ceil)  # noqa: E731
+        tf = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+        tfn = lambda a: tf(a, k, s, pads[:n], ceil_mode=ceil)  # noqa: E731
+    outs, grads = grads_of(fn, x)
+    want, (dx,) = _torch_grads(tfn, x)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads[0], dx, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_pool_second_order_and_float16(kind):
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    f = (lambda a: ops.average_pool(a, (3, 3), (2, 2), (1, 1, 1, 1))) if kind == "avg" else \
+        (lambda a: ops.max_pool(a, (3, 3), (2, 2), (1, 1, 1, 1)))
+    # second order of a linear (avg) or piecewise linear (max) map is zero
+    v = [RNG.standard_normal(x.shape).astype(np.float32)]
+    got, _, _ = second_order_of(lambda a: f(a) * f(a), x, v=v)
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    tf = (lambda a: F.avg_pool2d(a, 3, 2, 1, count_include_pad=False)) if kind == "avg" else \
+        (lambda a: F.max_pool2d(a, 3, 2, 1))
+    y = tf(xt) * tf(xt)
+    loss = (y * torch.tensor(_seed(tuple(y.shape)).astype(np.float64))).sum()
+    (gx,) = torch.autograd.grad(loss, [xt], create_graph=True)
+    (hx,) = torch.autograd.grad((gx * torch.tensor(v[0].astype(np.float64))).sum(), [xt])
+    np.testing.assert_allclose(got[0], hx.numpy(), rtol=1e-4, atol=1e-4)
+    h = x.astype(np.float16)
+    got16 = run_fn(f, h)
+    want16 = tf(torch.tensor(h, dtype=torch.float32)).numpy()
+    assert got16.dtype == np.float16
+    np.testing.assert_allclose(got16.astype(np.float32), want16, rtol=2e-3, atol=2e-3)
+
+
+def test_pool_auto_pad_and_errors():
+    x = RNG.standard_normal((1, 2, 9, 9)).astype(np.float32)
+    got = run_fn(lambda a: ops.max_pool(a, (3, 3), (2, 2), auto_pad="same_upper"), x)
+    want = F.max_pool2d(F.pad(torch.tensor(x), (1, 1, 1, 1), value=-np.inf), 3, 2).numpy()
+    np.testing.assert_allclose(got, want)
+    with popxl.Ir().main_graph:
+        t = popxl.variable(x)
+        with pytest.raises(NotImplementedError, match="average_pool: out_pads"):
+            ops.average_pool(t, (2, 2), out_pads=(1, 1, 1, 1))
+        with pytest.raises(ValueError, match="max_pool: kernel_size"):
+            ops.max_pool(t, (2,))
+        with pytest.raises(ValueError, match="smaller than the"):
+            ops.max_pool(t, (2, 2), padding=(2, 2, 2, 2))
+        with pytest.raises(TypeError, match="average_pool: .*int32"):
+            ops.average_pool(popxl.variable(np.zeros((1, 1, 4, 4), np.int32)), (2, 2))
