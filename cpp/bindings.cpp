@@ -548,6 +548,8 @@ PYBIND11_MODULE(_core, m) {
         throw Error("fma_peak: '" + level + "' is not a level this CPU supports");
       }, py::arg("level"), py::arg("threads") = 1, py::arg("seconds") = 0.1,
       "Measured float32 FMA GFLOP/s of a level on `threads` threads at once.");
+  m.def("blas_can_be_chosen", &blas::blas_can_be_chosen,
+        "Whether the GEMM rules can choose OpenBLAS at the level in use (else it is not loaded).");
   m.def("prefer_fused_input_grad_update", &blas::prefer_fused_input_grad_update,
         py::arg("batch"), py::arg("rows"), py::arg("cols"),
         "Whether G @ W^T and W's folded update (G [batch, cols], W [rows, cols]) run faster "

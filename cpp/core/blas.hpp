@@ -25,14 +25,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 // installed).
 enum class SgemmImpl { Auto = 0, Core = 1, Blas = 2 };
 
-// The faster of the core's GEMM and the installed BLAS for this product at
-// the instruction-set level and thread count in use: both are timed once on
-// scratch operands of the shape (alternating, best of several rounds) and
-// the choice is cached. packed: the caller holds op(B) pre-packed
-// (gemm::PackedB), so the core's candidate skips the packing. Core without
-// a BLAS. IPUXL_GEMM=core|blas forces a choice (for benchmarks).
+// The implementation for this product: a fixed rule of the instruction-set
+// level and the shape, from measurements (blas.cpp), so that a program's
+// numbers never depend on the machine's load. packed: the caller holds
+// op(B) pre-packed (gemm::PackedB). Core without a BLAS.
+// IPUXL_GEMM=core|blas forces a choice (for benchmarks).
 SgemmImpl plan(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool packed = false);
 // plan() as "core" or "blas".
+// Whether plan() can choose the BLAS at the level in use (else the BLAS
+// need not be loaded at all).
+bool blas_can_be_chosen();
 std::string sgemm_plan_name(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                             bool packed);
 

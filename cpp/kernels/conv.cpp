@@ -879,7 +879,6 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   p.a = FloatView(a);
   p.b = FloatView(b);
   p.o = FloatOut(o);
-  const double work = 2.0 * (double)g.N * (double)g.M * (double)g.P * (double)g.K;
   return make_kernel(
       [p](RunContext&) {
         int log2_scale = 0;
@@ -919,8 +918,7 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
           case ConvKind::WeightsGrad: run_weights_grad(p, A, B, O); break;
         }
         p.o.finish(log2_scale, p.scaled);
-      },
-      work);
+      });
 }
 
 }  // namespace

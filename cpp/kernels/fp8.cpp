@@ -62,8 +62,7 @@ std::unique_ptr<Kernel> to_fp8_factory(const OpDesc& d) {
             O[i] = fp8::encode(v, f, sc, true);
           }
         });
-      },
-      (double)o->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> from_fp8_factory(const OpDesc& d) {
@@ -90,8 +89,7 @@ std::unique_ptr<Kernel> from_fp8_factory(const OpDesc& d) {
             else o->as<float>()[i] = (float)table[X[i]];
           }
         });
-      },
-      (double)o->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> matmul_pow2_factory(const OpDesc& d) {
@@ -152,8 +150,7 @@ std::unique_ptr<Kernel> matmul_pow2_factory(const OpDesc& d) {
                       B.data() + b_off[(size_t)i], N, 0.0f, C.data(), N);
           for (int64_t j = 0; j < M * N; ++j) O[i * M * N + j] = f16(C[(size_t)j] * scale);
         }
-      },
-      2.0 * (double)nb * M * N * K);
+      });
 }
 
 // Fp8MseScale (x float16/float32) -> int32 scalar: the power-of-two scale
@@ -216,8 +213,7 @@ std::unique_ptr<Kernel> mse_scale_factory(const OpDesc& d) {
         for (int64_t index = 0; index < ncand; ++index)
           if (mses[(size_t)index] == best) biases.push_back(index - 31);
         o->as<int32_t>()[0] = (int32_t)(-biases[biases.size() / 2]);
-      },
-      (double)x->nelms);
+      });
 }
 
 }  // namespace

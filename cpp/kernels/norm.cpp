@@ -91,8 +91,7 @@ std::unique_ptr<Kernel> group_norm_kernel(const OpDesc& d, const NormGeom g, dou
                          }
                        }
                      });
-      },
-      5.0 * (double)x->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> group_norm_factory(const OpDesc& d) {
@@ -176,8 +175,7 @@ std::unique_ptr<Kernel> group_norm_grad_kernel(const OpDesc& d, const NormGeom g
                          DB[c] = (T)sb;
                        }
                      });
-      },
-      10.0 * (double)x->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> group_norm_grad_factory(const OpDesc& d) {
@@ -222,8 +220,7 @@ std::unique_ptr<Kernel> batch_norm_kernel(const OpDesc& d, const NormGeom g, dou
                          for (int64_t i = 0; i < g.S; ++i) yr[i] = (T)((float)xr[i] * aa + bb);
                        }
                      });
-      },
-      2.0 * (double)x->nelms);
+      });
 }
 
 std::unique_ptr<Kernel> batch_norm_factory(const OpDesc& d) {

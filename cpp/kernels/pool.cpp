@@ -198,7 +198,6 @@ std::unique_ptr<Kernel> pool_factory(const OpDesc& d, bool avg) {
   const PoolGeom g = make_pool_geom(d, x->shape, y->shape);
   const auto cd = tap_counts(g, 0), ch = tap_counts(g, 1), cw = tap_counts(g, 2);
   std::unique_ptr<Kernel> k;
-  const double work = (double)g.planes * g.Osp * g.k[0] * g.k[1] * g.k[2];
   auto build = [&](auto tag) {
     using T = decltype(tag);
     k = make_kernel(
@@ -214,8 +213,7 @@ std::unique_ptr<Kernel> pool_factory(const OpDesc& d, bool avg) {
                 pool_plane<T, false>(g, X + pl * g.Isp, Y + pl * g.Osp, cd, ch, cw, acc.data());
             }
           });
-        },
-        work);
+        });
   };
   if (x->dtype == DType::Float32) build(float{});
   else if (x->dtype == DType::Float16) build(f16{});
@@ -232,7 +230,6 @@ std::unique_ptr<Kernel> avg_grad_factory(const OpDesc& d) {
   const PoolGeom g = make_pool_geom(d, dx->shape, dy->shape);
   const auto cd = tap_counts(g, 0), ch = tap_counts(g, 1), cw = tap_counts(g, 2);
   std::unique_ptr<Kernel> k;
-  const double work = (double)g.planes * g.Osp * g.k[0] * g.k[1] * g.k[2];
   auto build = [&](auto tag) {
     using T = decltype(tag);
     k = make_kernel(
@@ -273,8 +270,7 @@ std::unique_ptr<Kernel> avg_grad_factory(const OpDesc& d) {
               for (int64_t i = 0; i < g.Isp; ++i) out[i] = (T)acc[(size_t)i];
             }
           });
-        },
-        work);
+        });
   };
   if (dy->dtype == DType::Float32) build(float{});
   else if (dy->dtype == DType::Float16) build(f16{});
@@ -294,7 +290,6 @@ std::unique_ptr<Kernel> max_grad_factory(const OpDesc& d, bool select) {
   else d.expect_shape(*o, x->shape);
   const PoolGeom g = make_pool_geom(d, x->shape, select ? o->shape : t->shape);
   std::unique_ptr<Kernel> k;
-  const double work = (double)g.planes * g.Osp * g.k[0] * g.k[1] * g.k[2];
   auto build = [&](auto tag) {
     using T = decltype(tag);
     k = make_kernel(
@@ -322,8 +317,7 @@ std::unique_ptr<Kernel> max_grad_factory(const OpDesc& d, bool select) {
                 for (int64_t i = 0; i < g.Isp; ++i) O[pl * g.Isp + i] = (T)acc[(size_t)i];
             }
           });
-        },
-        work);
+        });
   };
   if (x->dtype == DType::Float32) build(float{});
   else if (x->dtype == DType::Float16) build(f16{});

@@ -157,7 +157,6 @@ std::unique_ptr<Kernel> resize_factory(const OpDesc& d, bool adjoint) {
       d.fail("output " + shape_str(ys) + " is not floor(input " + shape_str(xs) + " * scales)");
     plan->axes.push_back(make_taps(d, xs[i], ys[i], scales[i], mode, nearest, ctm, A));
   }
-  const double work = 4.0 * (double)std::max(a->nelms, o->nelms) * (double)xs.size();
   return make_kernel(
       [=](RunContext&) {
         std::vector<double> cur((size_t)a->nelms), nxt;
@@ -179,8 +178,7 @@ std::unique_ptr<Kernel> resize_factory(const OpDesc& d, bool adjoint) {
           for (int64_t i = 0; i < o->nelms; ++i) o->as<float>()[i] = (float)cur[(size_t)i];
         else
           for (int64_t i = 0; i < o->nelms; ++i) o->as<f16>()[i] = f16((float)cur[(size_t)i]);
-      },
-      work);
+      });
 }
 
 }  // namespace

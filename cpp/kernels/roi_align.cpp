@@ -152,8 +152,7 @@ std::unique_ptr<Kernel> roi_factory(const OpDesc& d, bool grad) {
               }
             });
           }
-        },
-        (double)g.R * g.C * g.PH * g.PW * 16.0);
+        });
   };
   if (a->dtype == DType::Float32) build(float{});
   else build(f16{});

@@ -43,7 +43,9 @@ def _load_core():
 
 
 def _install_blas(mod) -> str:
-    if os.environ.get("IPUXL_NO_BLAS"):
+    # Loaded only where the core's GEMM rules can pick it (AVX2, or
+    # IPUXL_GEMM=blas): elsewhere it would cost resident memory for nothing.
+    if os.environ.get("IPUXL_NO_BLAS") or not mod.blas_can_be_chosen():
         return f"ipuxl packed GEMM ({mod.isa()})"
     # A level forced below the CPU's best (IPUXL_ISA) holds for the library
     # too: OpenBLAS then runs its kernels for that level (Haswell: AVX2+FMA;
