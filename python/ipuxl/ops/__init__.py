@@ -24,6 +24,7 @@ EXPORTS = {
     "code_load": ('remote_code_load',),
     "conditional": ('conditional', 'conditional_with_info', 'ConditionalSiteInfo'),
     "cumsum": ('cumsum',),
+    "exchange": ('remote_load', 'remote_load_', 'remote_store', 'io_tile_copy'),
     "gather": ('gather', 'tied_gather', 'scatter', 'scatter_reduce', 'dynamic_slice', 'dynamic_update', 'dynamic_update_', 'onehot'),
     "host_io": ('host_load', 'host_store'),
     "init": ('init',),
