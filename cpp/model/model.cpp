@@ -1069,6 +1069,8 @@ class Model {
         for (const auto& ch : n.body) walk_code(ch, a, ipu);
         return;
       }
+      case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
+      case NodeKind::RemoteStore:
       case NodeKind::Execute: {
         const OpCost& c = cost_[n.op];
         const int ipu = d_.ops[n.op].placement.ipu;
@@ -1272,9 +1274,11 @@ class Model {
         for (const auto& ch : n.body) flatten(ch, out, site);
         return;
       }
+      case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
+      case NodeKind::RemoteStore:
       case NodeKind::Execute: {
         StepRec s;
-        s.kind = "Execute";
+        s.kind = n.kind == NodeKind::Execute ? "Execute" : "RemoteCopy";
         s.op = n.op;
         const auto& op = d_.ops[n.op];
         s.touched = op.in;

@@ -524,7 +524,11 @@ def remote_variable(data: HostTensor, remote_buffer, offset: int = 0,
     offset = _remote_location("remote_variable", remote_buffer, offset)
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode,
                    log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
-    remote_buffer.validate_tensor_matches_buffer(var)
+    try:
+        remote_buffer.validate_tensor_matches_buffer(var)
+    except ValueError:
+        del var.graph._tensors[var.id]  # not left behind as an on-chip variable
+        raise
     var._remote = (remote_buffer, offset, False)
     return var
 
@@ -551,15 +555,19 @@ def remote_replica_sharded_variable(data: HostTensor, remote_buffer, offset: int
     offset = _remote_location("remote_replica_sharded_variable", remote_buffer, offset)
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode,
                    log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
-    if remote_buffer.meta_shape == ():
-        remote_buffer.meta_shape = var.shape
-    elif tuple(remote_buffer.meta_shape) != tuple(var.shape):
-        raise ValueError(
-            f"Cannot use RemoteBuffer[id={remote_buffer.remote_buffer_id}] for replica sharded "
-            f"variable of shape {var.shape}. The buffer's meta_shape has already been set to: "
-            f"{remote_buffer.meta_shape}.")
-    if var.dtype != remote_buffer.tensor_dtype:
-        remote_buffer.validate_tensor_matches_buffer(var, num_shards=2)
+    try:
+        if remote_buffer.meta_shape == ():
+            remote_buffer.meta_shape = var.shape
+        elif tuple(remote_buffer.meta_shape) != tuple(var.shape):
+            raise ValueError(
+                f"Cannot use RemoteBuffer[id={remote_buffer.remote_buffer_id}] for replica sharded "
+                f"variable of shape {var.shape}. The buffer's meta_shape has already been set to: "
+                f"{remote_buffer.meta_shape}.")
+        if var.dtype != remote_buffer.tensor_dtype:
+            remote_buffer.validate_tensor_matches_buffer(var, num_shards=2)
+    except ValueError:
+        del var.graph._tensors[var.id]
+        raise
     var._remote = (remote_buffer, offset, True)
     var._meta_shape = tuple(var.shape)
     return var
