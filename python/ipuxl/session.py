@@ -367,6 +367,9 @@ class Session:
         r = self._ir.instance_replication_factor
         return ((n,) if n > 1 else ()) + ((r,) if r > 1 else ()) + tuple(shape)
 
+    # PopXL's name, which Graphcore's tutorials call (evaluate_throughput).
+    _full_input_shape = _full_shape
+
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
         """``np.empty`` arrays for every device-to-host stream, shaped
         ``(num_host_transfers?, replicas?, *shape)``."""
