@@ -30,7 +30,7 @@ from ...context import in_sequence, io_tiles
 from ...remote_buffer import RemoteBuffer
 from ...replica_grouping import ReplicaGrouping
 from ...streams import DeviceToHostStream, HostToDeviceStream
-from ...tensor import Tensor, constant, graph_input
+from ...tensor import Tensor, TensorByRef, constant, graph_input
 from ...transforms import io_tile_exchange, merge_exchange
 from ...transforms.autodiff import ExpectedConnectionType
 from ..graph import GraphWithNamedArgs
@@ -189,6 +189,20 @@ class _Plan:
         return [graph_input(t.shape, t.dtype, t.name, t in by_ref, t.meta_shape)
                 for t in self.passed]
 
+    def split(self, passed: List[Tensor]) -> Tuple[List[Tensor], List[Tensor]]:
+        """Passed-through tensors the graph writes (by reference) and the
+        others: only the first are by reference in the loop body, so that
+        the rest need not be copied around it."""
+        by_ref = self.graph.graph._by_ref_inputs
+        ref = [p for t, p in zip(self.passed, passed) if t in by_ref]
+        val = [p for t, p in zip(self.passed, passed) if t not in by_ref]
+        return ref, val
+
+    def join(self, ref: List[Tensor], val: List[Tensor]) -> List[Tensor]:
+        by_ref = self.graph.graph._by_ref_inputs
+        ref_it, val_it = iter(ref), iter(val)
+        return [next(ref_it) if t in by_ref else next(val_it) for t in self.passed]
+
     def result(self, repeat_graph, passed: List[Tensor]) -> BatchSerialResult:
         remap = dict(zip(self.passed, passed))
         stored = {}
@@ -232,7 +246,9 @@ def _serialise(plan: _Plan, use_io: bool) -> BatchSerialResult:
     tiles = io_tiles if use_io else null_context
 
     @in_sequence(True)
-    def step(index: Tensor, seed: Tensor, passed: List[Tensor]):
+    def step(index: Tensor, seed: Tensor, passed_ref: List[TensorByRef],
+             passed_val: List[Tensor]):
+        passed = plan.join(passed_ref, passed_val)
         seed, next_seed = ops.split_random_seed(seed)
         with tiles():
             sources = plan.load_sources(index)
@@ -257,8 +273,9 @@ def _serialise(plan: _Plan, use_io: bool) -> BatchSerialResult:
     graph = ir.create_empty_graph(suffix_graph_name(plan.graph.graph.name, "_repeat_graph"))
     with graph, in_sequence():
         index, seed, passed = _loop_inputs(ir, plan, use_io)
-        body = ir.create_graph(step, index, seed, passed)
-        ops.repeat(body, plan.steps, index, seed, *passed)
+        ref, val = plan.split(passed)
+        body = ir.create_graph(step, index, seed, ref, val)
+        ops.repeat(body, plan.steps, index, seed, *ref, *val)
     return plan.result(graph, passed)
 
 
@@ -275,7 +292,8 @@ def _serialise_overlapped(plan: _Plan) -> BatchSerialResult:
 
     @in_sequence()
     def step(index: Tensor, seed: Tensor, loaded: List[Tensor], stored_io: List[Tensor],
-             passed: List[Tensor]):
+             passed_ref: List[TensorByRef], passed_val: List[Tensor]):
+        passed = plan.join(passed_ref, passed_val)
         seed, next_seed = ops.split_random_seed(seed)
         with io_tiles():
             sources = plan.load_sources(index)
@@ -314,9 +332,10 @@ def _serialise_overlapped(plan: _Plan) -> BatchSerialResult:
         with io_tiles():
             index = index + 1
         if steps > 2:
-            body = ir.create_graph(step, index, seed, loaded_1, stored_0, passed)
+            ref, val = plan.split(passed)
+            body = ir.create_graph(step, index, seed, loaded_1, stored_0, ref, val)
             index, seed, *rest = ops.repeat(body, steps - 2, index, seed, *loaded_1, *stored_0,
-                                            *passed)
+                                            *ref, *val)
             loaded_n, stored_prev = rest[:len(loaded_1)], rest[len(loaded_1):]
         else:
             loaded_n, stored_prev = loaded_1, stored_0
