@@ -17,7 +17,7 @@ import mnist_phased  # noqa: E402
 
 def _train(mode, io_mode, start, batches, ga, mb):
     opts = argparse.Namespace(mode=mode, io_mode=io_mode, micro_batch=mb,
-                              gradient_accumulation=ga, lr=1e-2)
+                              gradient_accumulation=ga, lr=1e-3)
     np.random.seed(0)
     build = mnist_phased.phased_program if mode == "phased" else mnist_phased.unphased_program
     ir, images, labels, losses, weights = build(opts)
