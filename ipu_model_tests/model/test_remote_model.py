@@ -123,3 +123,52 @@ def test_an_ipu_model_with_io_tiles_checks_the_count():
     import pytest
     with pytest.raises(RuntimeError, match="Tiles per IPU 32 should exceed number of IO tiles 32"):
         profile_ir(ir, IpuModel(tiles_per_ipu=32))
+
+
+class _Linear(popxl.Module):
+    def build(self, x: popxl.Tensor, out_features: int) -> popxl.Tensor:
+        self.W = popxl.graph_input((x.shape[-1], out_features), popxl.float32, "W")
+        self.b = popxl.graph_input((out_features,), popxl.float32, "b")
+        return x @ self.W + self.b
+
+
+def _code_load_model(code_load: bool):
+    """The public part of PopXL's test_remote_code_load.py: a Linear graph
+    called once, its code loaded first (or not)."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.1, (16, 16)).astype(np.float32)
+    b = np.zeros(16, np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((2, 16), popxl.float32, "x_stream")
+        x = ops.host_load(xs, "x")
+        W, B = popxl.variable(w, name="W"), popxl.variable(b, name="b")
+        lin = _Linear()
+        g = ir.create_graph(lin, x, out_features=16)
+        with popxl.in_sequence():
+            if code_load:
+                ops.remote_code_load(g, destination="executable")
+            (y,) = ops.call(g, x, inputs_dict={lin.W: W, lin.b: B})
+        ys = popxl.d2h_stream((2, 16), popxl.float32, "y_stream")
+        ops.host_store(ys, y)
+    return ir, xs, ys, w, b
+
+
+def test_remote_code_load_runs_and_moves_code():
+    profiles = {}
+    for code_load in (False, True):
+        ir, xs, ys, w, b = _code_load_model(code_load)
+        x = np.ones((2, 16), np.float32)
+        with popxl.Session(ir, "ipu_model") as s:
+            y = s.run({xs: x})[ys]
+        np.testing.assert_allclose(y, x @ w + b, rtol=1e-6)
+        profiles[code_load] = profile_ir(ir, "ipu2")
+    plain, loaded = profiles[False], profiles[True]
+    # One more host exchange: the code load, which costs cycles ...
+    labels = list(loaded.steps["label"])
+    assert len(labels) == len(plain.steps["label"]) + 1
+    k = labels.index("remote_code_load")
+    assert int(loaded.steps["cycles"][k]) > 500
+    # ... and moves the graph's code out of always-live memory.
+    assert loaded.loaded_code.sum() > 0 and plain.loaded_code.sum() == 0
+    assert loaded.totals["controlCode"] < plain.totals["controlCode"]
