@@ -269,7 +269,7 @@ def data(opts):
     from ipuxl.datasets import BatchIterator, load_mnist, synthetic_mnist
 
     if opts.synthetic:
-        (tx, ty), (vx, vy) = synthetic_mnist("train"), synthetic_mnist("test")
+        (tx, ty), (vx, vy) = synthetic_mnist(6000, seed=0), synthetic_mnist(1000, seed=1)
     else:
         (tx, ty), (vx, vy) = load_mnist("train"), load_mnist("test")
     per_step = opts.micro_batch * opts.gradient_accumulation
