@@ -281,6 +281,9 @@ class Session:
             if v._remote is None:
                 self._engine.read_tensor(self._prog.tensor_index[v], arr)
         self._remote.read(self._host)
+        for v, arr in self._host.items():
+            if arr is v._memmap_arr:
+                arr.flush()
         self._host_in_sync = True
 
     def get_tensor_data(self, tensor: Tensor) -> np.ndarray:
@@ -304,7 +307,10 @@ class Session:
             if isinstance(t, Variable):
                 if t not in self._host:  # unused variable: never reached the device
                     self._host[t] = np.array(t._host_data, copy=True)
-                out[t] = self._host[t].copy()
+                host = self._host[t]
+                # A memory-mapped variable's host value is its file: PopXL
+                # returns the memmap itself.
+                out[t] = host if host is t._memmap_arr else host.copy()
             else:
                 out[t] = np.array(t._host_data, copy=True)
         return out

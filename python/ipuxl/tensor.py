@@ -347,6 +347,9 @@ class Tensor:
 class Variable(Tensor):
     """A tensor whose value persists across runs (weights, optimiser state)."""
 
+    #: The ``np.memmap`` holding the host value, when it is memory-mapped.
+    _memmap_arr = None
+
     @property
     def tensor_type(self) -> str:
         return "Variable"
@@ -395,6 +398,8 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
         dt = dtypes.dtype.as_dtype(dtype)
         if dt.as_numpy().fields is not None:
             raise NotImplementedError(f"{what}: dtype {dt} (fp8) is not supported by ipuxl")
+        if isinstance(data, np.memmap) and data.dtype == dt.as_numpy():
+            return data, dt  # the file is the host copy, as in PopXL
         return aligned_copy(data, dt.as_numpy()), dt
     arr = data if isinstance(data, np.memmap) else np.asarray(data)
     if arr.dtype == object:
@@ -437,6 +442,7 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         shape = arr.shape[1:]
     t = Variable._create(g, name or "t", shape, dt)
     t._host_data = arr
+    t._memmap_arr = arr if isinstance(arr, np.memmap) else None
     t._replica_grouping = replica_grouping
     t._retrieval_mode = retrieval_mode or "one_per_group"
     del expected_shape
