@@ -120,7 +120,9 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   py::list name, type, kind, cls, graph, vertex, plan;
   std::vector<int64_t> ipu, tiles, cycles, comp, exch, temp, state, xcode, ccode;
   std::vector<double> execs, flops;
-  static const char* kinds[] = {"kernel", "call", "repeat", "if", "host_load", "host_store"};
+  static const char* kinds[] = {"kernel",     "call",       "repeat",      "if",          "host_load",
+                                "host_store", "collective", "remote_load", "remote_store"};
+  static_assert(sizeof(kinds) / sizeof(kinds[0]) == kNumOpKinds, "a name per op kind");
   for (int i : idx) {
     const auto& op = d.ops[i];
     const auto& o = r.ops[i];
@@ -224,6 +226,20 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   tensors["bytes_per_tile"] = to_array(tper);
   tensors["always_live"] = to_array(tal);
   out["tensors"] = tensors;
+  py::list rbs;
+  for (const auto& rb : r.remote_buffers) {
+    py::dict e;
+    e["name"] = rb.name;
+    e["entries"] = rb.entries;
+    e["entry_bytes"] = rb.entry_bytes;
+    e["streaming_bytes"] = rb.streaming_bytes;
+    e["pads"] = rb.pads;
+    e["pad_bytes"] = rb.pad_bytes;
+    e["loads"] = rb.loads;
+    e["stores"] = rb.stores;
+    rbs.append(e);
+  }
+  out["remote_buffers"] = rbs;
   py::dict vt;
   for (const auto& [n, b] : r.vertex_types) {
     py::dict e;
@@ -289,7 +305,7 @@ PYBIND11_MODULE(_core, m) {
              bool side_effects, int ipu, int tile_set, int context, int stream,
              int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip,
              const std::string& cost_class, int remote_buffer, int collective_kind,
-             int reduce_op, std::vector<int> group_of) {
+             int reduce_op, std::vector<int> group_of, int exchange_group) {
             if (kind < 0 || kind >= kNumOpKinds) throw Error("op '" + name + "': invalid op kind");
             if (collective_kind < 0 || collective_kind > 2)
               throw Error("op '" + name + "': invalid collective kind");
@@ -320,6 +336,7 @@ PYBIND11_MODULE(_core, m) {
             r.skip = skip;
             r.cost_class = cost_class;
             r.remote_buffer = remote_buffer;
+            r.exchange_group = exchange_group;
             r.collective.kind = (CollectiveKind)collective_kind;
             r.collective.op = (ReduceOp)reduce_op;
             r.collective.group_of = std::move(group_of);
@@ -333,12 +350,13 @@ PYBIND11_MODULE(_core, m) {
           py::arg("branch_inputs") = std::vector<std::vector<int>>{}, py::arg("skip") = false,
           py::arg("cost_class") = "", py::arg("remote_buffer") = -1,
           py::arg("collective_kind") = 0, py::arg("reduce_op") = 0,
-          py::arg("group_of") = std::vector<int>{},
+          py::arg("group_of") = std::vector<int>{}, py::arg("exchange_group") = -1,
           "Adds an op record. kind: 0 kernel, 1 call, 2 repeat, 3 if, 4 host_load, 5 "
           "host_store, 6 collective (collective_kind: 0 all-reduce, 1 all-gather, 2 "
           "reduce-scatter; reduce_op: 0 add, 1 mean, 2 mul, 3 min, 4 max, 5 and, 6 or, 7 "
           "square_add, 8 local; group_of: the group of each replica), 7 remote_load, 8 "
-          "remote_store (remote_buffer); kernel defaults to the type.")
+          "remote_store (remote_buffer); exchange_group: ops merged into one MultiExchange "
+          "share it; kernel defaults to the type.")
       .def(
           "add_remote_buffer",
           [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, int64_t entries) {

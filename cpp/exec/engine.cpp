@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "../core/parallel.hpp"
 
 namespace ipuxl {
 
@@ -61,6 +62,20 @@ int64_t scalar_index(const TensorRef& t) {
     }
     default: return -1;
   }
+}
+
+// Streaming Memory transfers: large entries (weights, optimizer state) are
+// copied by the thread pool in chunks.
+void copy_bytes(uint8_t* dst, const uint8_t* src, size_t n) {
+  constexpr size_t kChunk = size_t(1) << 18;
+  if (n < 2 * kChunk || num_threads() < 2) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  parallel_for((int64_t)((n + kChunk - 1) / kChunk), 1, [&](int64_t b, int64_t e) {
+    const size_t lo = (size_t)b * kChunk, hi = std::min(n, (size_t)e * kChunk);
+    std::memcpy(dst + lo, src + lo, hi - lo);
+  });
 }
 
 }  // namespace
@@ -245,9 +260,9 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                            std::to_string(s->replica) + ")");
           uint8_t* slot = s->remote[(size_t)op.remote_buffer].data() + (size_t)entry * bytes;
           if (in.code == Code::RemoteLoad)
-            std::memcpy(s->refs[(size_t)op.out[0]].data, slot, bytes);
+            copy_bytes(s->refs[(size_t)op.out[0]].data, slot, bytes);
           else
-            std::memcpy(slot, s->refs[(size_t)op.in[0]].data, bytes);
+            copy_bytes(slot, s->refs[(size_t)op.in[0]].data, bytes);
         }
         ++pc;
         break;

@@ -85,6 +85,8 @@ struct StepRec {
   int64_t own = 0;                // cycles of the op itself (a call site: without callee bodies)
   int load_graph = -1;            // RemoteCodeLoad: loaded code becomes live here
   std::vector<int> calls;         // graphs this step calls (ends loaded-code liveness)
+  int xgroup = -1;                // exchange group (MultiExchange) of its op
+  bool io = false;                // runs on the IO tiles, beside compute
 };
 
 class Model {
@@ -388,6 +390,8 @@ class Model {
     map_.assign(n, TileMap{});
     mapped_.assign(n, 0);
     cost_.assign(d_.ops.size(), OpCost{});
+    pad_map_.assign(d_.remote_buffers.size(), TileMap{});
+    pad_mapped_.assign(d_.remote_buffers.size(), 0);
     // Callees first: a Function's parameters take the layout its body's
     // ops give them (PopART: subgraph inputs are created by their
     // consumers), and callers' tensors unwind through the call.
@@ -461,7 +465,10 @@ class Model {
         c.tiles = mapping(t);
         return;
       }
-      case OpKind::Kernel: break;
+      case OpKind::RemoteLoad:
+      case OpKind::RemoteStore:
+        return cost_remote(op, c);
+      default: break;
     }
     if (cls == "matmul") return cost_matmul(op, c);
     if (cls == "reduce" || cls == "sort" || cls == "scan") return cost_reduce(op, c);
@@ -726,6 +733,30 @@ class Model {
     for (auto& [o, g] : o_.code_loads)
       if (&d_.ops[o] == &op) c.code_load_graph = g;
     // Cycles are set once the loaded code's size is known (code_walk).
+  }
+
+  // RemoteLoad = Copy(buffer entry -> landing pad), Copy(pad -> out);
+  // RemoteStore = Copy(in -> pad), Copy(pad -> buffer entry) (§1.6): a
+  // global sync, the bytes at the streaming bandwidth, an on-tile pad copy.
+  // The first user's layout is the pad's (§1.6: a clone of it).
+  void cost_remote(const OpRecord& op, OpCost& c) {
+    const bool load = op.kind == OpKind::RemoteLoad;
+    for (int t : op.in) ensure_linear(t);
+    const int t = load ? op.out[0] : op.in[0];
+    ensure_linear(t);
+    const TileMap& m = mapping(t);
+    c.tiles = m;
+    const int64_t bytes = (int64_t)d_.tensors[t].nbytes();
+    c.exchange = stream_cycles(bytes, t_.streaming_bytes_per_second);
+    c.compute = bytes > 0 ? t_.supervisor_cycles + ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle) : 0;
+    c.hxcode = t_.hxc_program + t_.xc_region;
+    c.copy_desc = t_.copy_descriptor;
+    c.programs = 2;
+    const int b = op.remote_buffer;
+    if (b >= 0 && b < (int)pad_map_.size() && !pad_mapped_[b]) {
+      pad_map_[b] = m;
+      pad_mapped_[b] = 1;
+    }
   }
 
   int64_t stream_cycles(int64_t bytes, double bytes_per_second) const {
@@ -1038,6 +1069,8 @@ class Model {
         for (const auto& ch : n.body) walk_code(ch, a, ipu);
         return;
       }
+      case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
+      case NodeKind::RemoteStore:
       case NodeKind::Execute: {
         const OpCost& c = cost_[n.op];
         const int ipu = d_.ops[n.op].placement.ipu;
@@ -1148,6 +1181,42 @@ class Model {
       else if (te.kind == TensorKind::Constant) add_map(cat_[kConstants], map_[t], 1.0);
     }
     for (int t = 0; t < T_; ++t) cat_[kStack][t] += (double)(t_.stack_bytes + t_.runtime_bytes);
+    remote_buffers();
+  }
+
+  // Remote buffers take no tile memory but their landing pads: one per
+  // buffer, two when a MultiExchange both loads and stores it (§1.6,
+  // remoteBufferSeparateLoadStorePadsRequired). Pads are always live.
+  void remote_buffers() {
+    const size_t nb = d_.remote_buffers.size();
+    r_.remote_buffers.assign(nb, RemoteBufferReport{});
+    std::map<int, std::pair<std::set<int>, std::set<int>>> group_dirs;  // group -> (loaded, stored)
+    for (const auto& op : d_.ops) {
+      if (op.remote_buffer < 0 || (size_t)op.remote_buffer >= nb) continue;
+      auto& rr = r_.remote_buffers[(size_t)op.remote_buffer];
+      const bool load = op.kind == OpKind::RemoteLoad;
+      (load ? rr.loads : rr.stores)++;
+      if (op.exchange_group >= 0) {
+        auto& gd = group_dirs[op.exchange_group];
+        (load ? gd.first : gd.second).insert(op.remote_buffer);
+      }
+    }
+    std::set<int> two;
+    for (auto& [g, dirs] : group_dirs)
+      for (int b : dirs.first)
+        if (dirs.second.count(b)) two.insert(b);
+    for (size_t b = 0; b < nb; ++b) {
+      const auto& rb = d_.remote_buffers[b];
+      auto& rr = r_.remote_buffers[b];
+      rr.name = rb.name;
+      rr.entries = rb.entries;
+      rr.entry_bytes = (int64_t)rb.entry_bytes();
+      rr.streaming_bytes = rr.entries * rr.entry_bytes;
+      if (!pad_mapped_[b]) continue;  // never loaded or stored: no pad
+      rr.pads = two.count((int)b) ? 2 : 1;
+      rr.pad_bytes = rr.pads * pad_map_[b].total();
+      add_map(cat_[kVariables], pad_map_[b], (double)rr.pads);
+    }
   }
 
   // ----------------------------------------------------- liveness + cycles
@@ -1183,6 +1252,19 @@ class Model {
     return c;
   }
 
+  bool on_io_tiles(const OpRecord& op) const {
+    return t_.num_io_tiles > 0 && op.placement.tile_set == TileSet::IO;
+  }
+  // The members of one MultiExchange are consecutive steps: one exchange,
+  // so only the first pays the sync.
+  void merged_sync(StepRec& s, const OpRecord& op, const std::vector<StepRec>& out) const {
+    s.xgroup = op.exchange_group;
+    if (s.xgroup < 0 || out.empty() || out.back().xgroup != s.xgroup) return;
+    const int64_t sync = std::min(s.cycles, t_.sync_global_cycles);
+    s.cycles -= sync;
+    s.own -= std::min(s.own, sync);
+  }
+
   // Leaf steps of a graph body, in program order; a call site's copies are
   // steps of their own, its Call one step holding the callee's peak.
   void flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
@@ -1192,9 +1274,11 @@ class Model {
         for (const auto& ch : n.body) flatten(ch, out, site);
         return;
       }
+      case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
+      case NodeKind::RemoteStore:
       case NodeKind::Execute: {
         StepRec s;
-        s.kind = "Execute";
+        s.kind = n.kind == NodeKind::Execute ? "Execute" : "RemoteCopy";
         s.op = n.op;
         const auto& op = d_.ops[n.op];
         s.touched = op.in;
@@ -1204,6 +1288,8 @@ class Model {
         s.temp.per_tile = s.temp.last = c.temp;
         s.cycles = s.own = c.cycles();
         s.load_graph = c.code_load_graph;
+        s.io = on_io_tiles(op);
+        merged_sync(s, op, out);
         out.push_back(std::move(s));
         return;
       }
@@ -1304,6 +1390,8 @@ class Model {
         s.cycles = stream_cycles(bytes, t_.host_bytes_per_second) +
                    t_.supervisor_cycles + ceil_div(mapping(t).max_tile(), t_.memcpy_bytes_per_cycle);
         s.own = s.cycles;
+        s.io = on_io_tiles(d_.ops[n.op]);
+        merged_sync(s, d_.ops[n.op], out);
         out.push_back(std::move(s));
         return;
       }
@@ -1383,6 +1471,10 @@ class Model {
       std::vector<double> peak(T_, 0.0);
       double cur_sum = 0;
       int64_t cyc = 0;
+      // IO tiles: a lane beside compute. An IO step starts once issued (and
+      // the lane is free); a later step touching its tensors waits for it.
+      int64_t io_free = 0;
+      std::unordered_map<int, int64_t> io_ready;  // storage root -> end of its IO step
       for (int s = 0; s < S; ++s) {
         StepRec& st = steps[s];
         for (int r : births[s]) {
@@ -1426,7 +1518,21 @@ class Model {
           peak[t] = std::max(peak[t], step[t]);
           mx = std::max(mx, step[t]);
         }
-        cyc += st.cycles;
+        if (st.io) {
+          const int64_t start = std::max(cyc, io_free);
+          io_free = start + st.cycles;
+          for (int t : st.touched)
+            if (t >= 0) io_ready[al_.root[t]] = io_free;
+        } else {
+          int64_t start = cyc;
+          if (!io_ready.empty())
+            for (int t : st.touched) {
+              if (t < 0) continue;
+              auto it = io_ready.find(al_.root[t]);
+              if (it != io_ready.end()) start = std::max(start, it->second);
+            }
+          cyc = start + st.cycles;
+        }
         if (g == main_) {
           Step out;
           out.kind = st.kind;
@@ -1453,7 +1559,7 @@ class Model {
             for (double b : loaded_[lg]) cur_sum -= b;
           }
       }
-      gcycles_[g] = cyc;
+      gcycles_[g] = std::max(cyc, io_free);
       peak_[g].assign(peak.begin(), peak.end());
       if (g == main_) main_peak_ = peak;
     }
@@ -1553,6 +1659,8 @@ class Model {
   std::vector<TileMap> map_;
   std::vector<char> mapped_;
   std::vector<OpCost> cost_;
+  std::vector<TileMap> pad_map_;     // per remote buffer: its landing pad's layout
+  std::vector<char> pad_mapped_;
   std::unordered_map<std::string, Plan> plans_;
   std::unordered_map<std::string, int> vtype_id_;
   std::vector<std::string> vtype_names_;

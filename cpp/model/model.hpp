@@ -26,7 +26,14 @@
 //    steps (a Call step holds the callee's peak);
 //  * cycles are BSP steps: compute (the slowest tile), exchange (bytes per
 //    cycle), syncs, host transfers (a bandwidth parameter); Repeat
-//    multiplies its body, If takes the longer branch.
+//    multiplies its body, If takes the longer branch;
+//  * remote buffers live in Streaming Memory: only their landing pads (one
+//    entry each, two when one exchange both loads and stores the buffer)
+//    take tile memory; a RemoteLoad/RemoteStore costs a sync, its bytes at
+//    the streaming bandwidth and the pad copy; the transfers merged into one
+//    MultiExchange pay one sync between them; with IO tiles
+//    (num_io_tiles > 0), an exchange or copy placed on them runs beside the
+//    compute tiles' steps that follow it, until a step touches its tensors.
 #pragma once
 
 #include <map>
@@ -121,6 +128,17 @@ struct TensorReport {
   bool always_live = false;
 };
 
+// A remote buffer: Streaming Memory (off chip) and its on-chip landing pads.
+struct RemoteBufferReport {
+  std::string name;
+  int64_t entries = 0;
+  int64_t entry_bytes = 0;     // one entry of one replica
+  int64_t streaming_bytes = 0; // entries x entry bytes, per replica (off chip)
+  int pads = 0;                // landing pads on chip: 1, or 2 if loaded and stored in one exchange
+  int64_t pad_bytes = 0;       // on chip, all pads (counted with the always-live variables)
+  int64_t loads = 0, stores = 0;  // RemoteLoad / RemoteStore ops using it
+};
+
 struct Report {
   Target target;
   std::vector<std::vector<double>> per_tile;  // [category][global tile]
@@ -129,6 +147,7 @@ struct Report {
   std::vector<GraphReport> graphs;            // one per graph of the desc
   std::vector<Step> steps;                    // the main program's steps
   std::vector<TensorReport> tensors;          // one per tensor (storage roots; tiles == 0: none)
+  std::vector<RemoteBufferReport> remote_buffers;  // one per remote buffer of the desc
   std::map<std::string, int64_t> vertex_types;  // type -> code bytes per tile
   std::map<std::string, int64_t> vertex_type_tiles;  // type -> tiles holding its code
   int64_t total_cycles = 0;      // main program, one run

@@ -129,6 +129,10 @@ struct OpRecord {
   ExecContext context = ExecContext::Normal;
   int stream = -1;          // HostLoad / HostStore
   int remote_buffer = -1;   // RemoteLoad / RemoteStore
+  // Ops merged into one MultiExchange (popxl.transforms.merge_exchange)
+  // share a group number: on the IPU their transfers are one exchange with
+  // one sync (the IPU model's accounting; the engine runs them in order).
+  int exchange_group = -1;
   CollectiveDesc collective;  // Collective
   int64_t trip_count = 0;   // Repeat
   // If: for each branch, the indices into `in` feeding the branch's inputs.

@@ -175,9 +175,6 @@ def test_variable_factory_errors_and_groups():
         assert s.shape == (2,) and s.meta_shape == (4, 2) and s.replica_sharded
         facts = NamedVariableFactories(g=VariableFactory(lambda: np.zeros(1), replica_grouping=rg))
         assert facts.replica_groupings.g == rg
-    with pytest.raises(NotImplementedError, match="memmap"):
-        with ir.main_graph:
-            VariableFactory(lambda: np.zeros(1)).create_tensor(memmap_dir="/tmp")
 
 
 def test_nested_insert_clash_and_overwrite_merge():

@@ -33,6 +33,9 @@ EXPECTED_OUTPUT = {
     "tensor_get_write_adv": ["after the context: a = 7, b = 1, runs = 2"],
     "nested_session_contexts": ["a after two runs = 5"],
     "float8_inference": ["result shape = (2, 20, 3, 3), dtype = float16"],
+    "remote_variable": ["stored = 3, remote variable = 3"],
+    "code_loading": ["graph expensive_id_subgraph(0): code loaded"],
+    "code_loading_nested": ["code loads inside graphs: 3"],
 }
 
 

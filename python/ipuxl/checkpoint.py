@@ -39,7 +39,7 @@ TensorsArg = Union[None, Mapping[str, Variable], object]
 
 def _named_variables(session, tensors: TensorsArg) -> Dict[str, Variable]:
     if tensors is None:
-        return {v.id: v for v in session._prog.variables}
+        return {v.id: v for v in session._prog.variables + session._prog.remote_variables}
     named = getattr(tensors, "named_tensors", None)  # an addons NamedTensors tree
     if named is not None and not isinstance(tensors, Mapping):
         tensors = dict(named)

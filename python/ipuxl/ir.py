@@ -37,6 +37,8 @@ class Ir:
         self._streams: List[Any] = []
         self._prepared = False
         self._graph_cache: Dict[Any, Graph] = {}
+        self._remote_buffers: List[Any] = []  # popxl.RemoteBuffer, in creation order
+        self._remote_buffer_infos: Dict[int, Any] = {}  # id -> (shape, dtype, entries)
 
     # ---- properties
     @property
@@ -92,6 +94,19 @@ class Ir:
         from .replica_grouping import ReplicaGrouping
 
         return ReplicaGrouping._from_assignment(self, assignment)
+
+    @property
+    def _pb_ir(self):
+        """``ir._pb_ir.getSessionOptions().numIOTiles = n``, the one PopART
+        path PopXL programs use (see :mod:`ipuxl.session_options`)."""
+        from .session_options import IrHandle
+
+        return IrHandle(self)
+
+    @property
+    def num_io_tiles(self) -> int:
+        """IO tiles set aside on each IPU (``numIOTiles``; ipuxl)."""
+        return self.__dict__.get("_num_io_tiles", 0)
 
     # ---- graphs
     def create_empty_graph(self, name: str = "graph") -> Graph:

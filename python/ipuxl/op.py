@@ -118,6 +118,12 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
     d = get_opdef(type)
     g = graph if graph is not None else get_current_context().graph
     for t in inputs:
+        if t is not None and t._remote is not None:
+            rb, entry, _ = t._remote
+            raise ValueError(
+                f"{type}: tensor {t.id!r} is a remote variable: its value lives in entry {entry} "
+                f"of remote buffer {rb.remote_buffer_id} (Streaming Memory), not on chip. Load "
+                f"it with ops.remote_load(buffer, {entry}).")
         if t is not None and t.graph is not g:
             if t.ir is not g.ir:
                 raise ValueError(

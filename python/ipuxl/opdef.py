@@ -26,6 +26,10 @@ An :class:`OpDef` holds an op type's
   ``"random"``, ``"sort"``, ``"scan"``, ``"print"``, ``"code_load"`` or
   ``"elementwise"``; by default ``"elementwise"`` for kernels and the
   kind for the others.
+* **merge**: what ``popxl.transforms.merge_exchange`` may do with the op:
+  ``"exchange"`` (host and remote loads and stores, code loads, a
+  MultiExchange: merged into one exchange), ``"init"`` (Init: may be
+  scheduled before the exchange it feeds) or None (ends a group).
 * **gradient**: a rule registered with :func:`ipuxl.grad.register_grad`
   beside the builder, a decomposition autodiff differentiates instead, or
   ``no_grad``: the reason the op has none (integer outputs, side effects,
@@ -42,9 +46,11 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS", "MODEL_CLASSES"]
 
-#: Op kinds, in the order of the C++ core's ``OpKind``.
+#: Op kinds, in the order of the C++ core's ``OpKind``; then
+#: ``"multi_exchange"``, which never reaches the core: the lowering emits a
+#: MultiExchange's members (``popxl.transforms.merge_exchange``) in its place.
 KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store", "collective",
-         "remote_load", "remote_store")
+         "remote_load", "remote_store", "multi_exchange")
 #: Cost classes of the IPU model (see the module docstring).
 MODEL_CLASSES = ("elementwise", "matmul", "reduce", "softmax", "loss", "gather", "scatter",
                  "copy", "view", "fill", "random", "sort", "scan", "print", "code_load") + KINDS[1:]
@@ -58,13 +64,14 @@ class OpDef:
     """The declaration of one op type (see the module docstring)."""
 
     __slots__ = ("type", "shape", "kind", "kernel", "_aliases", "_modifies", "side_effects",
-                 "recomputable", "stash_outputs", "no_grad", "module", "model")
+                 "recomputable", "stash_outputs", "no_grad", "module", "model", "merge")
 
     def __init__(self, type: str, shape: Callable, *, kind: str = "kernel",  # noqa: A002
                  kernel: Optional[str] = None, aliases: PairsRule = (),
                  modifies: IndexRule = (), side_effects: bool = False,
                  recomputable: bool = True, stash_outputs: bool = False,
-                 no_grad: Optional[str] = None, module: str = "", model: Optional[str] = None):
+                 no_grad: Optional[str] = None, module: str = "", model: Optional[str] = None,
+                 merge: Optional[str] = None):
         if kind not in KINDS:
             raise ValueError(f"OpDef {type!r}: kind must be one of {KINDS}, got {kind!r}")
         if not callable(shape):
@@ -84,6 +91,10 @@ class OpDef:
         if model not in MODEL_CLASSES:
             raise ValueError(f"OpDef {type!r}: model must be one of {MODEL_CLASSES}, got {model!r}")
         self.model = model
+        if merge not in (None, "exchange", "init"):
+            raise ValueError(f"OpDef {type!r}: merge must be None, 'exchange' or 'init', got "
+                             f"{merge!r}")
+        self.merge = merge
 
     def infer(self, inputs, attrs, graphs=()):
         """The shape rule's ``[(shape, dtype), ...]``; its errors name the op type."""

@@ -112,7 +112,7 @@ class Session:
         # PopXL where the IR's tensor data is the host side of the weights
         # (a Session owns its Ir). Read-only data (a memmap) is copied.
         self._host: Dict[Variable, np.ndarray] = {}
-        for v in self._prog.variables:
+        for v in self._prog.variables + self._prog.remote_variables:
             data = v._host_data
             if not (isinstance(data, np.ndarray) and data.flags.writeable and
                     data.flags.c_contiguous and data.dtype == v.dtype.as_numpy()):
@@ -120,6 +120,11 @@ class Session:
                 if not isinstance(v._host_data, np.memmap):
                     v._host_data = data
             self._host[v] = data
+        # Remote variables live in each replica's Streaming Memory.
+        from ._remote_state import RemoteVariables
+
+        self._remote = RemoteVariables(self._prog)
+        self._shadow_remote = RemoteVariables(self._shadow) if self._shadow is not None else None
         self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
         self._host_in_sync = True
@@ -152,6 +157,8 @@ class Session:
             return frozenset()
         shared = set()
         for v, data in self._host.items():
+            if v._remote is not None:
+                continue  # in Streaming Memory, not a device tensor
             idx = self._prog.tensor_index[v]
             size = v.nelms * v.dtype.itemsize
             if isinstance(data, np.memmap) or size == 0 or data.nbytes != size:
@@ -240,9 +247,14 @@ class Session:
         """Copy the host values of all variables to the device."""
         self._assert_attached("weights_from_host")
         for v, arr in self._host.items():
+            if v._remote is not None:
+                continue
             self._engine.write_tensor(self._prog.tensor_index[v], arr)
             if self._shadow is not None:
                 self._shadow.engine.write_tensor(self._shadow.tensor_index[v], arr)
+        self._remote.write(self._host)
+        if self._shadow_remote is not None:
+            self._shadow_remote.write(self._host)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
         self._failed_run = None
@@ -266,7 +278,12 @@ class Session:
         for v, arr in self._host.items():
             if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
                 raise ValueError(f"weights_to_host: variable {v.id!r} is a read-only memmap")
-            self._engine.read_tensor(self._prog.tensor_index[v], arr)
+            if v._remote is None:
+                self._engine.read_tensor(self._prog.tensor_index[v], arr)
+        self._remote.read(self._host)
+        for v, arr in self._host.items():
+            if arr is v._memmap_arr:
+                arr.flush()
         self._host_in_sync = True
 
     def get_tensor_data(self, tensor: Tensor) -> np.ndarray:
@@ -290,7 +307,10 @@ class Session:
             if isinstance(t, Variable):
                 if t not in self._host:  # unused variable: never reached the device
                     self._host[t] = np.array(t._host_data, copy=True)
-                out[t] = self._host[t].copy()
+                host = self._host[t]
+                # A memory-mapped variable's host value is its file: PopXL
+                # returns the memmap itself.
+                out[t] = host if host is t._memmap_arr else host.copy()
             else:
                 out[t] = np.array(t._host_data, copy=True)
         return out
@@ -352,6 +372,9 @@ class Session:
         n = self._ir.num_host_transfers
         r = self._ir.instance_replication_factor
         return ((n,) if n > 1 else ()) + ((r,) if r > 1 else ()) + tuple(shape)
+
+    # PopXL's name, which Graphcore's tutorials call (evaluate_throughput).
+    _full_input_shape = _full_shape
 
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
         """``np.empty`` arrays for every device-to-host stream, shaped
@@ -432,6 +455,7 @@ class Session:
             a = np.empty(v.shape, v.dtype.as_numpy())
             self._engine.read_tensor(prog.tensor_index[v], a)
             sh.engine.write_tensor(sh.tensor_index[v], a)
+        self._remote.copy_to(sh.engine)
         shadow_bound = [None if a is None else a.copy() for a in bound]
         sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
         used = self._engine.run(bound, n, prog.stream_item_bytes)
@@ -443,6 +467,13 @@ class Session:
             self._engine.read_tensor(prog.tensor_index[v], a)
             sh.engine.read_tensor(sh.tensor_index[v], b)
             pairs.append((f"variable {v.id!r}", a, b))
+        for bi, entries, shape, dt in self._remote.buffers:
+            for r in range(int(self._engine.replicas)):
+                for e in range(entries):
+                    a, b = np.empty(shape, dt), np.empty(shape, dt)
+                    self._engine.read_remote(bi, e, r, a)
+                    sh.engine.read_remote(bi, e, r, b)
+                    pairs.append((f"remote buffer {bi} entry {e} (replica {r})", a, b))
         for what, got, want in pairs:
             if got.dtype.kind == "f":
                 ok = np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)

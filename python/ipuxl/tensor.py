@@ -64,6 +64,9 @@ class TensorSpec(Mapping):
 class Tensor:
     """A tensor of a graph. Created by ops and the creation functions, never directly."""
 
+    #: A remote variable's place: (RemoteBuffer, entry, sharded); None otherwise.
+    _remote = None
+
     def __init__(self):
         raise RuntimeError(
             "popxl.Tensor cannot be constructed directly; use popxl.variable, popxl.constant, "
@@ -344,6 +347,9 @@ class Tensor:
 class Variable(Tensor):
     """A tensor whose value persists across runs (weights, optimiser state)."""
 
+    #: The ``np.memmap`` holding the host value, when it is memory-mapped.
+    _memmap_arr = None
+
     @property
     def tensor_type(self) -> str:
         return "Variable"
@@ -400,6 +406,8 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
         if log2_scale is not None or nan_on_overflow is not None:
             raise RuntimeError(f"{what}: log2_scale and nan_on_overflow only apply to the float8 "
                                "dtypes popxl.float8_143 and popxl.float8_152")
+        if isinstance(data, np.memmap) and data.dtype == dt.as_numpy():
+            return data, dt  # the file is the host copy, as in PopXL
         return aligned_copy(data, dt.as_numpy()), dt
     arr = data if isinstance(data, np.memmap) else np.asarray(data)
     if arr.dtype == object:
@@ -442,6 +450,7 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         shape = arr.shape[1:]
     t = Variable._create(g, name or "t", shape, dt)
     t._host_data = arr
+    t._memmap_arr = arr if isinstance(arr, np.memmap) else None
     t._replica_grouping = replica_grouping
     t._retrieval_mode = retrieval_mode or "one_per_group"
     del expected_shape
@@ -496,18 +505,127 @@ class TensorByRef(Tensor, metaclass=_TensorByRefMeta):
     to it inside the graph are visible at every call site."""
 
 
-def remote_variable(*args, **kwargs):
-    raise NotImplementedError("popxl.remote_variable (remote buffers) is not implemented yet in ipuxl")
+# ---------------------------------------------------------------- remote variables
+def _remote_location(what: str, remote_buffer, offset) -> int:
+    from .remote_buffer import RemoteBuffer
+
+    if not isinstance(remote_buffer, RemoteBuffer):
+        raise TypeError(f"{what}: remote_buffer must be a popxl.RemoteBuffer, got "
+                        f"{type(remote_buffer).__name__}")
+    g = get_current_graph()
+    if remote_buffer._current_ir is not g.ir:
+        raise ValueError(f"{what}: remote buffer {remote_buffer.remote_buffer_id} belongs to "
+                         f"another Ir ({remote_buffer._current_ir.id}) than the current graph "
+                         f"({g.ir.id})")
+    if isinstance(offset, bool) or not hasattr(offset, "__index__") or int(offset) < 0:
+        raise ValueError(f"{what}: offset must be a non-negative int (an entry of the buffer), "
+                         f"got {offset!r}")
+    return int(offset)
 
 
-def remote_replica_sharded_variable(*args, **kwargs):
-    raise NotImplementedError(
-        "popxl.remote_replica_sharded_variable is not implemented yet in ipuxl")
+def remote_variable(data: HostTensor, remote_buffer, offset: int = 0,
+                    dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+                    downcast: bool = True, replica_grouping=None,
+                    retrieval_mode: Optional[str] = "one_per_group",
+                    log2_scale: Optional[int] = None,
+                    nan_on_overflow: Optional[bool] = None) -> Variable:
+    """A variable stored in entry ``offset`` of ``remote_buffer`` (Streaming
+    Memory, off chip) instead of in tile memory. Its value reaches the
+    buffer with ``weights_from_host`` and comes back with
+    ``weights_to_host`` / ``get_tensor_data``; programs move it on chip with
+    ``ops.remote_load`` and back with ``ops.remote_store``. The variable
+    itself cannot be an op's input.
+
+    Raises:
+        ValueError: if its shape or dtype differ from the buffer's.
+    """
+    offset = _remote_location("remote_variable", remote_buffer, offset)
+    var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode,
+                   log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
+    try:
+        remote_buffer.validate_tensor_matches_buffer(var)
+    except ValueError:
+        del var.graph._tensors[var.id]  # not left behind as an on-chip variable
+        raise
+    var._remote = (remote_buffer, offset, False)
+    return var
+
+
+def remote_replica_sharded_variable(data: HostTensor, remote_buffer, offset: int = 0,
+                                    dtype: Optional[dtypes.dtype] = None,
+                                    name: Optional[str] = None, downcast: bool = True,
+                                    replica_grouping=None,
+                                    retrieval_mode: Optional[str] = "one_per_group",
+                                    log2_scale: Optional[int] = None,
+                                    nan_on_overflow: Optional[bool] = None) -> Variable:
+    """A variable stored sharded in entry ``offset`` of ``remote_buffer``: each
+    replica holds one shard (see :mod:`ipuxl._sharding`); the buffer's
+    entries are shards and its ``meta_shape`` the whole tensor's shape.
+
+    Raises:
+        ValueError: without replication, or if the data's shape differs from
+            the buffer's ``meta_shape`` or its shards from the buffer's shape.
+    """
+    rf = get_current_graph().ir.replication_factor
+    if rf <= 1:
+        raise ValueError(f"The IR's global replication factor is {rf}. It must be greater than 1 "
+                         "to create a replica sharded variable.")
+    offset = _remote_location("remote_replica_sharded_variable", remote_buffer, offset)
+    var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode,
+                   log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
+    try:
+        if remote_buffer.meta_shape == ():
+            remote_buffer.meta_shape = var.shape
+        elif tuple(remote_buffer.meta_shape) != tuple(var.shape):
+            raise ValueError(
+                f"Cannot use RemoteBuffer[id={remote_buffer.remote_buffer_id}] for replica sharded "
+                f"variable of shape {var.shape}. The buffer's meta_shape has already been set to: "
+                f"{remote_buffer.meta_shape}.")
+        if var.dtype != remote_buffer.tensor_dtype:
+            remote_buffer.validate_tensor_matches_buffer(var, num_shards=2)
+    except ValueError:
+        del var.graph._tensors[var.id]
+        raise
+    var._remote = (remote_buffer, offset, True)
+    var._meta_shape = tuple(var.shape)
+    return var
+
+
+def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype, replica_grouping=None,
+                           shard_over: Optional[int] = None, entries: int = 1):
+    """A remote buffer for replica-sharded variables of ``shape`` (with the
+    group dimension first when ``replica_grouping`` has several groups):
+    entries of ``ceil(nelms / shard_over)`` elements, ``meta_shape`` the
+    tensor's shape. ``shard_over`` (default: the group size) must divide
+    the replica group size."""
+    from ._sharding import shard_size
+    from .remote_buffer import remote_buffer
+
+    g = get_current_graph()
+    rg = replica_grouping if replica_grouping is not None else g.ir.replica_grouping()
+    rg = rg.const_rg
+    group_size = rg.group_size
+    shard_over = group_size if shard_over is None else int(shard_over)
+    if shard_over > group_size:
+        raise ValueError(
+            f"The sharding group size ({shard_over}) must be less than or equal to the replica "
+            f"group size ({group_size}). Note that if no replica grouping was passed, the replica "
+            "group size defaults to the IR's global replication factor; and if no sharding group "
+            "size was passed, it defaults to the replica group size.")
+    if shard_over < 1 or group_size % shard_over:
+        raise ValueError(
+            f"The replica group size ({group_size}) must be divisible by the sharding group size "
+            f"({shard_over}). Note that if no replica grouping was passed, the replica group size "
+            "defaults to the IR's global replication factor; and if no sharding group size was "
+            "passed, it defaults to the replica group size.")
+    shape = tuple(int(d) for d in shape)
+    tensor_shape = shape[1:] if rg.num_groups > 1 else shape
+    nelms = int(np.prod(tensor_shape, dtype=np.int64))
+    buffer = remote_buffer((shard_size(nelms, shard_over),), dtype, entries)
+    buffer.meta_shape = tensor_shape
+    buffer._shard_over = shard_over
+    return buffer
 
 
 def replica_sharded_variable(*args, **kwargs):
     raise NotImplementedError("popxl.replica_sharded_variable is not implemented yet in ipuxl")
-
-
-def replica_sharded_buffer(*args, **kwargs):
-    raise NotImplementedError("popxl.replica_sharded_buffer is not implemented yet in ipuxl")

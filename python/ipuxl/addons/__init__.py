@@ -26,7 +26,11 @@ from .task_session import TaskSession, write_variables_pb
 from .route_tensor import is_subgraph, route_tensor_into_graph
 from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
                                 print_FLOPs, total_FLOPs)
-from .transforms import autodiff, autodiff_with_accumulation, remap_grad_info
+from .transforms import (RemoteHandle, autodiff, autodiff_with_accumulation, batch_serial_buffer,
+                         batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info)
+from . import remote, rts  # noqa: F401
+from .remote import (create_remote_buffer, load_remote_graph, named_buffers,
+                     named_variable_buffers, store_remote_graph)
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
     suffix_graph_name, timer
 from .variable_factory import (NamedVariableFactories, VariableFactory,
@@ -45,5 +49,7 @@ __all__ = [
     "add_replica_sharded_variable_input", "add_variable_input", "GIT_COMMIT", "InputStreams",
     "OutputStreams", "TaskSession", "write_variables_pb", "evaluate_FLOPs", "evaluate_ir_FLOPs",
     "format_flops_scientific", "print_FLOPs", "total_FLOPs", "is_subgraph",
-    "route_tensor_into_graph",
+    "route_tensor_into_graph", "load_remote_graph", "store_remote_graph", "named_buffers",
+    "named_variable_buffers", "create_remote_buffer", "batch_serialise",
+    "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
 ] + array_munging.__all__

@@ -177,17 +177,37 @@ class VariableFactory:
             return one()
         return np.concatenate([one()[np.newaxis, ...] for _ in range(self.replica_grouping.num_groups)])
 
+    def next_memmap(self, memmap_dir: str, name: str, empty: bool = False,
+                    read_only_if_exists: bool = False) -> np.memmap:
+        """The host value as ``memmap_dir/<name>.npy`` (raw data): created with
+        the next sample when the file does not exist, else opened as it is
+        (read-only with ``read_only_if_exists``), as popxl_addons does."""
+        import os
+
+        os.makedirs(memmap_dir, exist_ok=True)
+        path = os.path.join(memmap_dir, name + ".npy")
+        shape = self.meta_shape or self.shape
+        if self.replica_grouping.num_groups != 1:
+            shape = (self.replica_grouping.num_groups, *shape)
+        if not os.path.exists(path):
+            data = np.memmap(path, dtype=self.dtype.as_numpy(), shape=tuple(shape), mode="w+")
+            if not empty:
+                np.copyto(data, self.next_data(empty), casting="unsafe")
+            return data
+        return np.memmap(path, dtype=self.dtype.as_numpy(), shape=tuple(shape),
+                         mode="r" if read_only_if_exists else "r+")
+
     def create_tensor(self, name: Optional[str] = None, empty: bool = False,
                       memmap_dir: Optional[str] = None, read_only_if_exists: bool = False) -> Tensor:
         """A ``popxl.variable`` in the current (main) graph holding the next
-        sample. Sharded factories create the whole tensor."""
+        sample (in a memory-mapped file under ``memmap_dir`` if given).
+        Sharded factories create the whole tensor."""
         from ..tensor import variable
 
-        if memmap_dir is not None:
-            raise NotImplementedError("VariableFactory.create_tensor(memmap_dir=...) (memory-mapped "
-                                      "variables) is not supported by ipuxl")
-        return variable(self.next_data(empty), self.dtype, name or self.name,
-                        replica_grouping=self.replica_grouping)
+        name = name or self.name
+        data = self.next_memmap(memmap_dir, name, empty, read_only_if_exists) \
+            if memmap_dir is not None else self.next_data(empty)
+        return variable(data, self.dtype, name, replica_grouping=self.replica_grouping)
 
     def create_remote_tensor(self, buffer, entry: int, name: Optional[str] = None,
                              empty: bool = False, memmap_dir: Optional[str] = None,
@@ -195,14 +215,13 @@ class VariableFactory:
         """A remote variable in ``buffer`` at ``entry`` holding the next sample."""
         from ..tensor import remote_replica_sharded_variable, remote_variable
 
-        if memmap_dir is not None:
-            raise NotImplementedError("VariableFactory.create_remote_tensor(memmap_dir=...) is not "
-                                      "supported by ipuxl")
-        data = self.next_data(empty)
+        name = name or self.name
+        data = self.next_memmap(memmap_dir, name, empty, read_only_if_exists) \
+            if memmap_dir is not None else self.next_data(empty)
         if getattr(buffer, "meta_shape", None):
-            return remote_replica_sharded_variable(data, buffer, entry, self.dtype, name or self.name,
+            return remote_replica_sharded_variable(data, buffer, entry, self.dtype, name,
                                                    replica_grouping=self.replica_grouping)
-        return remote_variable(data, buffer, entry, self.dtype, name or self.name,
+        return remote_variable(data, buffer, entry, self.dtype, name,
                                replica_grouping=self.replica_grouping)
 
 

@@ -84,10 +84,63 @@ def faithful_entry(op) -> Entry:
                  remote_buffer=remote, collective=collective)
 
 
+def _graph_entries(g, groups: list) -> list:
+    """The entries of graph ``g``'s ops; a MultiExchange becomes its members,
+    in order, marked as one exchange group (one sync on the IPU)."""
+    out = []
+    for op in g._ops:
+        if get_opdef(op.type).kind != "multi_exchange":
+            out.append(faithful_entry(op))
+            continue
+        k = len(groups)
+        groups.append(op)
+        for m in op.attrs["_members"]:
+            e = faithful_entry(m)
+            e.exchange_group = k
+            out.append(e)
+    return out
+
+
+def _check_remote(ir, graphs, entries) -> None:
+    """Remote variables and constant offsets against their buffers' entries
+    (entries can change while the program is built, so this is checked
+    when it is lowered)."""
+    from ..tensor import Constant
+
+    owner = {}
+    for v in ir.main_graph._tensors.values():
+        if v._remote is None:
+            continue
+        rb, entry, _ = v._remote
+        if entry >= rb.entries:
+            raise ValueError(
+                f"remote variable {v.id!r}: offset {entry} is out of range for remote buffer "
+                f"{rb.remote_buffer_id} ({rb._name}) of {rb.entries} entries")
+        key = (id(rb), entry)
+        if key in owner:
+            raise ValueError(
+                f"remote variables {owner[key]!r} and {v.id!r} both live in entry {entry} of "
+                f"remote buffer {rb.remote_buffer_id} ({rb._name}); give each its own offset")
+        owner[key] = v.id
+    for g in graphs:
+        for e in entries[g]:
+            rb = e.remote_buffer
+            off = e.inputs[1] if rb is not None and len(e.inputs) > 1 else None
+            if isinstance(off, Constant):
+                k = int(np.asarray(off._host_data).reshape(-1)[0])
+                if not 0 <= k < rb.entries:
+                    raise ValueError(
+                        f"{e.type} {e.op.name!r}: offset {k} (constant {off.id!r}) is out of "
+                        f"range for remote buffer {rb.remote_buffer_id} ({rb._name}) of "
+                        f"{rb.entries} entries")
+
+
 def lower(ir) -> Program:
     """The faithful program of ``ir`` (see the module docstring)."""
     graphs = _reachable_graphs(ir)
-    entries = {g: [faithful_entry(op) for op in g._ops] for g in graphs}
+    groups: list = []
+    entries = {g: _graph_entries(g, groups) for g in graphs}
+    _check_remote(ir, graphs, entries)
     # Remote buffers: those the Ir created, then any an op uses, in order.
     remote, seen = [], set()
     for rb in list(getattr(ir, "_remote_buffers", ())) + [
@@ -117,7 +170,12 @@ class LoweredProgram:
         self.stream_item_bytes: List[int] = [
             int(np.prod(s.shape, dtype=np.int64)) * s.dtype.itemsize for s in self.streams]
         self.variables = [t for g in host.graphs for t in g._tensors.values()
-                          if isinstance(t, Variable)]
+                          if isinstance(t, Variable) and t._remote is None]
+        #: Variables in remote buffers (Streaming Memory), in creation order.
+        self.remote_variables = [t for t in host.ir.main_graph._tensors.values()
+                                 if t._remote is not None]
+        #: The core's index of each remote buffer.
+        self.remote_index = {id(rb): i for i, rb in enumerate(host.remote_buffers)}
         #: Rewrites each host pass made.
         self.host_passes = passes
 

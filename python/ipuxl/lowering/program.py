@@ -35,7 +35,7 @@ class Entry:
 
     __slots__ = ("op", "type", "kind", "kernel", "inputs", "outputs", "attrs", "aliases",
                  "modified", "side_effects", "graphs", "stream", "trip_count", "branch_inputs",
-                 "skip", "remote_buffer", "collective")
+                 "skip", "remote_buffer", "collective", "exchange_group")
 
     def __init__(self, op, kind, kernel, inputs, outputs, attrs, aliases, modified,
                  side_effects, graphs=(), stream=-1, trip_count=0, branch_inputs=(),
@@ -59,6 +59,8 @@ class Entry:
         self.remote_buffer = remote_buffer
         #: collective: (kind code, reduction code, group of each replica).
         self.collective = collective
+        #: Members of one MultiExchange share a group number (-1: none).
+        self.exchange_group = -1
 
     def copy(self) -> "Entry":
         e = object.__new__(Entry)
@@ -146,6 +148,8 @@ def to_desc(prog: Program, with_data: bool = True):
         gi = graph_index[g]
         inputs = set(map(id, g._inputs))
         for t in g._tensors.values():
+            if t._remote is not None:
+                continue  # a remote variable: in Streaming Memory, not a device tensor
             if isinstance(t, Variable):
                 kind = TENSOR_KINDS["variable"]
             elif isinstance(t, Constant):
@@ -179,6 +183,7 @@ def to_desc(prog: Program, with_data: bool = True):
                         cost_class=_cost_class(e.type),
                         remote_buffer=remote_index[id(e.remote_buffer)]
                         if e.remote_buffer is not None else -1,
+                        exchange_group=e.exchange_group,
                         **_collective_fields(e.collective))
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
@@ -203,7 +208,7 @@ def _collective_fields(c) -> dict:
 
 _KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",
                                            "host_store", "collective", "remote_load",
-                                           "remote_store"))}
+                                           "remote_store"))}  # multi_exchange: expanded
 
 
 def stream_of(e: Entry) -> Optional[object]:

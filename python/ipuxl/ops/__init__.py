@@ -25,6 +25,7 @@ EXPORTS = {
     "conv": ('conv', 'conv_transpose', 'conv_pow2scaled', 'conv_transpose_pow2scaled'),
     "conditional": ('conditional', 'conditional_with_info', 'ConditionalSiteInfo'),
     "cumsum": ('cumsum',),
+    "exchange": ('remote_load', 'remote_load_', 'remote_store', 'io_tile_copy'),
     "gather": ('gather', 'tied_gather', 'scatter', 'scatter_reduce', 'dynamic_slice', 'dynamic_update', 'dynamic_update_', 'onehot'),
     "host_io": ('host_load', 'host_store'),
     "init": ('init',),

@@ -32,9 +32,10 @@ def host_load(h2d_stream: HostToDeviceStream, name: Optional[str] = None) -> Ten
 # reordered or repeated.
 define_op("HostLoad", lambda ins, attrs, graphs=(): [(attrs["_stream"].shape,
                                                      attrs["_stream"].dtype)],
-          kind="host_load", side_effects=True, recomputable=False, no_grad="reads the host")
+          kind="host_load", side_effects=True, recomputable=False, no_grad="reads the host",
+          merge="exchange")
 define_op("HostStore", no_outputs, kind="host_store", side_effects=True, recomputable=False,
-          no_grad="writes the host")
+          no_grad="writes the host", merge="exchange")
 
 
 def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:

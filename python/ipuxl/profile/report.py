@@ -57,7 +57,19 @@ def profile_program(prog, desc, model: IpuModel, cpu: bool = False,
 
     opts = model.core_options(cpu=cpu)
     opts["code_loads"] = code_loads(prog)
+    # IO tiles: the model's own setting, else the program's numIOTiles
+    # (``ir._pb_ir.getSessionOptions().numIOTiles``), checked as PopART does.
+    io = getattr(prog.ir, "num_io_tiles", 0) if prog.ir is not None else 0
+    if io and not cpu and not model.num_io_tiles:
+        from ..session_options import check_num_io_tiles
+
+        check_num_io_tiles(io, model.tiles_per_ipu or _TILES_PER_IPU.get(model.version, 0))
+        opts["num_io_tiles"] = io
     return Profile(core.ipu_model(desc, 0, opts), name=name)
+
+
+#: Tiles per IPU of each modelled version (for checking numIOTiles first).
+_TILES_PER_IPU = {"ipu1": 1216, "ipu2": 1472, "ipu21": 1472}
 
 
 class Profile:
@@ -79,6 +91,8 @@ class Profile:
         self.tensors: Dict[str, list] = dict(raw["tensors"])
         self.vertex_types: Dict[str, Dict] = dict(raw["vertex_types"])
         self.cycles = int(raw["total_cycles"])
+        #: Remote buffers: Streaming Memory (off chip) and their landing pads.
+        self.remote_buffers: List[Dict] = [dict(b) for b in raw.get("remote_buffers", [])]
         self.warnings: List[str] = list(raw.get("warnings", []))
         self.runs = int(raw.get("runs", 0))
 
@@ -262,6 +276,12 @@ class Profile:
                         if not self.fits else ""))
         lines.append(f"cycles: {self.cycles:,}  ({self.seconds * 1e6:,.1f} us at "
                      f"{tgt['clock_hz'] / 1e9:.3f} GHz)")
+        if self.remote_buffers:
+            off = sum(b["streaming_bytes"] for b in self.remote_buffers)
+            pads = sum(b["pad_bytes"] for b in self.remote_buffers)
+            lines.append(f"Streaming Memory (off chip): {off:,} B per replica in "
+                         f"{len(self.remote_buffers)} remote buffer(s); landing pads on chip: "
+                         f"{pads:,} B (in 'variables')")
         fns = self.functions()
         if fns:
             lines.append(f"{'graph':<32}{'instances':>10}{'calls':>7}{'code B':>12}{'cycles':>12}")

@@ -1,4 +1,8 @@
 """Graph transforms of popxl_addons implemented by ipuxl."""
 from .autodiff import autodiff, autodiff_with_accumulation, remap_grad_info
+from .batch_serialisation import (BatchSerialResult, RemoteHandle, batch_serial_buffer,
+                                  batch_serialise, batch_serialise_fwd_and_grad)
 
-__all__ = ["autodiff", "autodiff_with_accumulation", "remap_grad_info"]
+__all__ = ["autodiff", "autodiff_with_accumulation", "remap_grad_info", "batch_serialise",
+           "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
+           "BatchSerialResult"]

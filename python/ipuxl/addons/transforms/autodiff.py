@@ -172,10 +172,12 @@ def autodiff_with_accumulation(
     # The accumulated gradients are no longer outputs.
     bwd._outputs = list(bwd._outputs[:n_keep])
     new_info = GradGraphInfo._create(bwd, g, info.expected_inputs, info.expected_outputs[:n_keep])
-    all_named = _named_fwd_args(new_info, args)
-    all_named.update(NamedTensors.from_dict(named))
+    # As popxl_addons: the named args are the counter and the accumulators
+    # (the variables the factories make); forward tensors the gradient graph
+    # reads stay positional, connected through grad_graph_info.inputs_dict
+    # (programs bind the accumulators by these names: tutorial 6's phases).
     return (NamedVariableFactories.from_dict(facts),
-            GraphWithNamedArgs.from_grad_graph(new_info, all_named))
+            GraphWithNamedArgs.from_grad_graph(new_info, NamedTensors.from_dict(named)))
 
 
 def remap_grad_info(grad_info: GradGraphInfo, forward_graph: Graph,
