@@ -155,19 +155,85 @@ class Tensor:
 
     @property
     def ipu(self) -> int:
-        """The virtual IPU of the op producing this tensor."""
-        p = self._producer
-        if p is None:
-            raise UndefinedValue(f"Tensor {self.id} has no producer, so its ipu is undefined")
-        return p.ipu
+        """The IPU the tensor is on, as PopART infers it: its producer's (an
+        ``ipu_copy``'s destination), else a graph input's call site's, else
+        that of the ops consuming it.
+
+        Raises:
+            UndefinedValue: none of those gives one.
+        """
+        ipu, _ = self._virtual_graph_id_and_tile_set()
+        if ipu == -1:
+            raise UndefinedValue(f"Tensor's IPU is undefined ({self.id!r} has no producer, "
+                                 "call site or consumer that places it).")
+        return ipu
 
     @property
     def tile_set(self) -> str:
-        """``"compute"`` or ``"io"``: the tile set of the op producing this tensor."""
+        """``"compute"`` or ``"io"``: the tile set the tensor is on (inferred as :attr:`ipu`).
+
+        Raises:
+            UndefinedValue: the tile set is undefined.
+        """
+        _, ts = self._virtual_graph_id_and_tile_set()
+        if ts == "undefined":
+            raise UndefinedValue(f"Tensor's tile set is undefined ({self.id!r} has no producer, "
+                                 "call site or consumer that places it).")
+        return ts
+
+    def _virtual_graph_id(self) -> int:
+        """The inferred IPU, or -1 (PopART's ``getVirtualGraphIdUnsafe``)."""
+        return self._virtual_graph_id_and_tile_set()[0]
+
+    def _virtual_graph_id_and_tile_set(self, visited=None):
+        """``(ipu, tile set)`` as PopART's ``Tensor::getVirtualGraphIdAndTileSetUnsafe``
+        derives them: (-1, "undefined") when nothing places the tensor."""
+        from .opdef import get_opdef
+
+        if visited is None:
+            visited = set()
+        found = []
         p = self._producer
-        if p is None:
-            raise UndefinedValue(f"Tensor {self.id} has no producer, so its tile set is undefined")
-        return p.tile_set
+        if p is not None:
+            if get_opdef(p.type).kind == "ipu_copy":
+                found.append((p.attrs["_destination"], p.tile_set))
+            elif id(p) not in visited:
+                visited.add(id(p))
+                ipu = p.ipu
+                if get_opdef(p.type).kind in ("call", "repeat") and p.called_graphs:
+                    # A subgraph op's output is where the called graph's output is.
+                    k = p.outputs.index(self) if self in p.outputs else -1
+                    outs = p.called_graphs[0]._outputs
+                    if 0 <= k < len(outs):
+                        inner, _ = outs[k]._virtual_graph_id_and_tile_set(visited)
+                        if inner != -1:
+                            ipu = inner
+                found.append((-1 if ipu is None else ipu, p.tile_set))
+        elif self in self._graph._inputs:
+            k = self._graph._inputs.index(self)
+            for site in self._graph._call_sites:
+                if id(site) in visited:
+                    continue
+                visited.add(id(site))
+                kind = get_opdef(site.type).kind
+                if kind in ("call", "repeat") and k < len(site.inputs) and site.inputs[k] is not None:
+                    found.append(site.inputs[k]._virtual_graph_id_and_tile_set(visited))
+                else:
+                    found.append((-1 if site.ipu is None else site.ipu, site.tile_set))
+        if not found or found[0][0] == -1:
+            for c in self._consumers:
+                if id(c) not in visited and get_opdef(c.type).kind == "ipu_copy":
+                    visited.add(id(c))
+                    found.append((c.attrs["_source"], c.tile_set))
+            for c in self._consumers:
+                if id(c) not in visited:
+                    visited.add(id(c))
+                    found.append((-1 if c.ipu is None else c.ipu, c.tile_set))
+        # PopART takes the least of the set it gathered (a std::set's first).
+        placed = [f for f in found if f[0] != -1]
+        if placed:
+            return min(placed, key=lambda f: (f[0], f[1]))
+        return (-1, found[0][1]) if found else (-1, "undefined")
 
     @property
     def in_sync_with_ipu(self) -> bool:

@@ -2,7 +2,10 @@
 from .autodiff import autodiff, autodiff_with_accumulation, remap_grad_info
 from .batch_serialisation import (BatchSerialResult, RemoteHandle, batch_serial_buffer,
                                   batch_serialise, batch_serialise_fwd_and_grad)
+from .pipelining import pipelined_execution
+from .recomputation import add_recompute_inputs, recompute_graph
 
 __all__ = ["autodiff", "autodiff_with_accumulation", "remap_grad_info", "batch_serialise",
            "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
-           "BatchSerialResult"]
+           "BatchSerialResult", "pipelined_execution", "recompute_graph",
+           "add_recompute_inputs"]
