@@ -78,8 +78,12 @@ def test_gradient_is_copied_back():
     assert len(copies) == 1
     cp = copies[0]
     assert (cp.attrs["_source"], cp.attrs["_destination"]) == (1, 0)
-    # Gradient ops run on the IPU of their forward op.
+    # Gradient ops run on the IPU of their forward op (h1 * h1's two partial
+    # gradients are summed on IPU 1, where they are).
     assert {op.ipu for op in bwd._ops if op.type == "MatMul"} == {0}
+    assert {op.ipu for op in bwd._ops if op.type == "Mul"} == {1}
+    sums = [op for op in bwd._ops if "GradSum" in op.name]
+    assert sums and all(op.ipu == 1 for op in sums)
     with ir.main_graph:
         xs = popxl.h2d_stream(x.shape, popxl.float32, "xs")
         xt = ops.host_load(xs)

@@ -185,55 +185,68 @@ class Tensor:
         """The inferred IPU, or -1 (PopART's ``getVirtualGraphIdUnsafe``)."""
         return self._virtual_graph_id_and_tile_set()[0]
 
-    def _virtual_graph_id_and_tile_set(self, visited=None):
+    #: Tensors :meth:`_virtual_graph_id_and_tile_set` follows at most (through
+    #: call sites and called graphs' outputs) before it settles for what it has.
+    _VGID_SEARCH_LIMIT = 256
+
+    def _virtual_graph_id_and_tile_set(self):
         """``(ipu, tile set)`` as PopART's ``Tensor::getVirtualGraphIdAndTileSetUnsafe``
-        derives them: (-1, "undefined") when nothing places the tensor."""
+        derives them: (-1, "undefined") when nothing places the tensor.
+
+        Its producer's placement (an ``IpuCopy``'s destination; a call's
+        output: the called graph's output's, else the call's); for a graph
+        input, that of the tensors its call sites pass; else that of the
+        ops consuming it (an ``IpuCopy``'s source). PopART takes the least
+        of what it finds. The search is iterative and follows at most
+        ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
         from .opdef import get_opdef
 
-        if visited is None:
-            visited = set()
-        found = []
-        p = self._producer
-        if p is not None:
-            if get_opdef(p.type).kind == "ipu_copy":
-                found.append((p.attrs["_destination"], p.tile_set))
-            elif id(p) not in visited:
-                visited.add(id(p))
-                ipu = p.ipu
-                if get_opdef(p.type).kind in ("call", "repeat") and p.called_graphs:
-                    # A subgraph op's output is where the called graph's output is.
-                    k = p.outputs.index(self) if self in p.outputs else -1
-                    outs = p.called_graphs[0]._outputs
-                    if 0 <= k < len(outs):
-                        inner, _ = outs[k]._virtual_graph_id_and_tile_set(visited)
-                        if inner != -1:
-                            ipu = inner
-                found.append((-1 if ipu is None else ipu, p.tile_set))
-        elif self in self._graph._inputs:
-            k = self._graph._inputs.index(self)
-            for site in self._graph._call_sites:
-                if id(site) in visited:
+        found, fallback = [], []
+        seen = set()
+        stack = [self]
+        while stack and len(seen) < self._VGID_SEARCH_LIMIT:
+            t = stack.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            p = t._producer
+            if p is not None:
+                kind = get_opdef(p.type).kind
+                if kind == "ipu_copy":
+                    found.append((p.attrs["_destination"], p.tile_set))
                     continue
-                visited.add(id(site))
-                kind = get_opdef(site.type).kind
-                if kind in ("call", "repeat") and k < len(site.inputs) and site.inputs[k] is not None:
-                    found.append(site.inputs[k]._virtual_graph_id_and_tile_set(visited))
-                else:
-                    found.append((-1 if site.ipu is None else site.ipu, site.tile_set))
-        if not found or found[0][0] == -1:
+                if kind in ("call", "repeat") and p.called_graphs and t in p.outputs:
+                    outs = p.called_graphs[0]._outputs
+                    k = p.outputs.index(t)
+                    if p.ipu is not None:
+                        fallback.append((p.ipu, p.tile_set))
+                    if k < len(outs):
+                        stack.append(outs[k])
+                    continue
+                if p.ipu is not None:
+                    found.append((p.ipu, p.tile_set))
+                continue
+            g = t._graph
+            if t in g._inputs:
+                k = g._inputs.index(t)
+                for site in reversed(g._call_sites):
+                    kind = get_opdef(site.type).kind
+                    if kind in ("call", "repeat") and k < len(site.inputs) \
+                            and site.inputs[k] is not None:
+                        stack.append(site.inputs[k])
+                    elif site.ipu is not None:
+                        found.append((site.ipu, site.tile_set))
+        if not found:
+            found = fallback
+        if not found:
             for c in self._consumers:
-                if id(c) not in visited and get_opdef(c.type).kind == "ipu_copy":
-                    visited.add(id(c))
+                if get_opdef(c.type).kind == "ipu_copy":
                     found.append((c.attrs["_source"], c.tile_set))
-            for c in self._consumers:
-                if id(c) not in visited:
-                    visited.add(id(c))
-                    found.append((-1 if c.ipu is None else c.ipu, c.tile_set))
-        # PopART takes the least of the set it gathered (a std::set's first).
-        placed = [f for f in found if f[0] != -1]
-        if placed:
-            return min(placed, key=lambda f: (f[0], f[1]))
-        return (-1, found[0][1]) if found else (-1, "undefined")
+                elif c.ipu is not None:
+                    found.append((c.ipu, c.tile_set))
+        if found:
+            return min(found)
+        return (-1, "undefined")
 
     @property
     def in_sync_with_ipu(self) -> bool:

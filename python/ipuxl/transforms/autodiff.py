@@ -444,7 +444,16 @@ def _sum_partials(parts: List[Tensor], t: Tensor) -> Tensor:
     from ..ops.sum_n import sum_n
 
     base = _base(t)
-    return sum_n(parts, name=f"GradSum_{base}", out_name=f"Gradient___{base}")
+    # On the IPU of the partial gradients (where the ops producing them run).
+    ctx = get_current_context()
+    saved = ctx._ipu_id
+    ipu = parts[0]._virtual_graph_id()
+    if ipu != -1:
+        ctx._ipu_id = ipu
+    try:
+        return sum_n(parts, name=f"GradSum_{base}", out_name=f"Gradient___{base}")
+    finally:
+        ctx._ipu_id = saved
 
 
 def _forward_reach(ops: Sequence[Op], sources: Iterable[Tensor]) -> Set[int]:
