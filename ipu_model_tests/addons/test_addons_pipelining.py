@@ -296,3 +296,30 @@ def test_repeat_graph_keeps_order_and_count_one():
         popxl.graph_output(i + 1)
     with pytest.raises(NotImplementedError, match="has outputs"):
         repeat_graph(sub, 2)
+
+
+def test_available_memory_proportion_by_ipu():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        with popxl.ipu(0):
+            a = popxl.variable(np.ones((2, 2)), dtype=popxl.float32)
+            b = popxl.variable(np.full((2, 2), 2.0), dtype=popxl.float32)
+            g = ir.create_graph(lambda x, y: x @ y, a, b)
+            (c,) = ops.call(g, a, b)
+        c1 = c.copy_to_ipu(1)
+        with popxl.ipu(1):
+            d = popxl.variable(np.ones((2, 2)), dtype=popxl.float32)
+            e = c1 @ d
+            s = addons.host_store(e)
+    addons.set_graph_available_memory_proportion_by_ipu(ir.main_graph, [0.1, 0.2])
+    mms = [op for gr in ir._graphs.values() for op in gr._ops if op.type == "MatMul"]
+    assert sorted((op.ipu, op.attrs["available_memory_proportion"]) for op in mms) == \
+        [(0, 0.1), (1, 0.2)]
+    addons.set_available_memory_proportion_by_ipu(ir, [0.3])  # IPU 1: the first one
+    assert {op.attrs["available_memory_proportion"] for op in mms} == {0.3}
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
+        addons.set_available_memory_proportion_by_ipu(ir, [1.5])
+    addons.disable_fc_pass(ir)
+    assert all(op.attrs["_use_fully_connected_pass"] is False for op in mms)
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[s], np.full((2, 2), 8.0))
