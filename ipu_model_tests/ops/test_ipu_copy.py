@@ -205,3 +205,17 @@ def test_copy_inside_subgraph_and_repeat():
     with popxl.Session(ir, "ipu_model") as s:
         got = list(s.run().values())[0]
     np.testing.assert_array_equal(got, np.array([32.0, -32.0], np.float32))
+
+
+def test_unread_copy_compiles_and_runs():
+    """A copy whose result nothing reads (the host passes skip dead kernels only)."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        with popxl.ipu(0):
+            a = popxl.variable(np.ones((2, 2), np.float32)) + 1
+        a1 = a.copy_to_ipu(1)
+        with popxl.ipu(1):
+            _ = a1 @ popxl.variable(np.ones((2, 2), np.float32))
+        ops.host_store(popxl.d2h_stream(a.shape, a.dtype, "a"), a)
+    with popxl.Session(ir, "ipu_model") as s:
+        np.testing.assert_array_equal(list(s.run().values())[0], np.full((2, 2), 2.0))
