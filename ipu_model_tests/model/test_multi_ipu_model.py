@@ -65,7 +65,7 @@ def test_summary_lists_ipus_and_copies():
     prof = profile_ir(_two_ipu_program(1000, 1000, 64), "ipu2")
     text = prof.summary()
     assert "2 IPU(s)" in text and "busy cycles" in text
-    assert "copies between IPUs: 1" in text and "ipu 0 -> 1" in text
+    assert "copies between IPUs: 1" in text and "ipu 0 -> 1: 1 copies" in text
 
 
 def test_num_ipus_rounds_up_and_can_be_given():

@@ -335,10 +335,16 @@ class Profile:
                              f"{r['alwaysLive']:>14,}{r['max_tile']:>12,}{r['cycles']:>14,}")
         copies = self.ipu_copies()
         if copies:
-            lines.append(f"copies between IPUs: {len(copies)}")
-            for c in copies[:10]:
-                lines.append(f"  {c['name'][:40]:<40} ipu {c['source']} -> {c['destination']}"
-                             f"{c['bytes']:>12,} B{c['cycles']:>10,} cycles x {c['executions']:g}")
+            lines.append(f"copies between IPUs: {len(copies)} "
+                         f"(bytes and cycles x runs, per direction)")
+            ways: Dict[tuple, List[float]] = {}
+            for c in copies:
+                w = ways.setdefault((c["source"], c["destination"]), [0, 0.0, 0.0])
+                w[0] += 1
+                w[1] += c["bytes"] * c["executions"]
+                w[2] += c["cycles"] * c["executions"]
+            for (a, b), (n, nb, cy) in sorted(ways.items()):
+                lines.append(f"  ipu {a} -> {b}: {n} copies{int(nb):>14,} B{int(cy):>12,} cycles")
         if self.remote_buffers:
             off = sum(b["streaming_bytes"] for b in self.remote_buffers)
             pads = sum(b["pad_bytes"] for b in self.remote_buffers)
