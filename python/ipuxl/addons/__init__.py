@@ -27,7 +27,11 @@ from .route_tensor import is_subgraph, route_tensor_into_graph
 from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
                                 print_FLOPs, total_FLOPs)
 from .transforms import (RemoteHandle, autodiff, autodiff_with_accumulation, batch_serial_buffer,
-                         batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info)
+                         batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info,
+                         pipelined_execution, recompute_graph, add_recompute_inputs,
+                         set_available_memory_proportion_by_ipu,
+                         set_graph_available_memory_proportion_by_ipu, disable_fc_pass,
+                         enable_fc_pass)
 from . import remote, rts  # noqa: F401
 from .remote import (create_remote_buffer, load_remote_graph, named_buffers,
                      named_variable_buffers, store_remote_graph)
@@ -52,4 +56,7 @@ __all__ = [
     "route_tensor_into_graph", "load_remote_graph", "store_remote_graph", "named_buffers",
     "named_variable_buffers", "create_remote_buffer", "batch_serialise",
     "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
+    "pipelined_execution", "recompute_graph", "add_recompute_inputs",
+    "set_available_memory_proportion_by_ipu", "set_graph_available_memory_proportion_by_ipu",
+    "disable_fc_pass", "enable_fc_pass",
 ] + array_munging.__all__
