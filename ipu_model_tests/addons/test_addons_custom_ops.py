@@ -107,10 +107,11 @@ def test_group_quantize_numpy_round_trip():
         group_quantize_compress_numpy(bad, 8)
 
 
-def test_group_quantize_decompress_gradients_match_torch():
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 2e-2)])
+def test_group_quantize_decompress_gradients_match_torch(dtype, tol):
     rng = np.random.default_rng(11)
-    packed, scale, bias = _random_packed(rng, 3, 2, 4, np.float32)
-    seed = rng.standard_normal((3, 32)).astype(np.float32)
+    packed, scale, bias = _random_packed(rng, 3, 2, 4, dtype)
+    seed = rng.standard_normal((3, 32)).astype(dtype)
     y, d_scale, d_bias = _run_vars(lambda t, s, b: group_quantize_decompress(t, s, b),
                                    packed, scale, bias, grads_for=(1, 2), seed_grad=seed)
     ids = torch.tensor(np.stack([(packed.astype(np.int64) >> s) & 15 for s in (12, 8, 4, 0)],
@@ -119,9 +120,10 @@ def test_group_quantize_decompress_gradients_match_torch():
     tb = torch.tensor(bias, dtype=torch.float64, requires_grad=True)
     ty = (ids * ts + tb).reshape(3, 32)
     (ty * torch.tensor(seed, dtype=torch.float64)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(d_scale, ts.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(d_bias, tb.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert d_scale.dtype == d_bias.dtype == dtype
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol / 10, atol=tol / 10)
+    np.testing.assert_allclose(d_scale, ts.grad.numpy(), rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(d_bias, tb.grad.numpy(), rtol=tol, atol=tol)
 
 
 def test_group_quantize_decompress_errors():
@@ -194,20 +196,22 @@ def test_dense_const_sparse_matmul_matches_numpy(dtype, tol, lhs_shape, n):
     np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
 
 
-def test_dense_const_sparse_matmul_gradient_matches_torch():
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 2e-2)])
+def test_dense_const_sparse_matmul_gradient_matches_torch(dtype, tol):
     rng = np.random.default_rng(4)
-    lhs = rng.standard_normal((2, 3, 6))
+    lhs = rng.standard_normal((2, 3, 6)).astype(dtype)
     rhs = rng.standard_normal((6, 5))
     rhs[rng.random(rhs.shape) < 0.5] = 0
-    rhs = rhs.astype(np.float32).astype(np.float64)
-    seed = rng.standard_normal((2, 3, 5)).astype(np.float32)
-    y, dx = _run_vars(lambda a: dense_const_sparse_matmul(a, _csr(rhs), 5), lhs.astype(np.float32),
+    rhs = rhs.astype(np.float32)
+    seed = rng.standard_normal((2, 3, 5)).astype(dtype)
+    y, dx = _run_vars(lambda a: dense_const_sparse_matmul(a, _csr(rhs), 5), lhs,
                       grads_for=(0,), seed_grad=seed)
-    ta = torch.tensor(lhs.astype(np.float32), dtype=torch.float64, requires_grad=True)
-    ty = ta @ torch.tensor(rhs)
+    ta = torch.tensor(lhs, dtype=torch.float64, requires_grad=True)
+    ty = ta @ torch.tensor(rhs.astype(dtype), dtype=torch.float64)
     (ty * torch.tensor(seed, dtype=torch.float64)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dx, ta.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert dx.dtype == dtype
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(dx, ta.grad.numpy(), rtol=tol, atol=tol)
 
 
 def test_dense_const_sparse_matmul_errors_and_random_sparse():
@@ -236,9 +240,10 @@ def test_linear_layout_copies_values(dtype):
     np.testing.assert_array_equal(out, x + 1)
 
 
-def test_linear_layout_gradient_is_identity():
-    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32)
-    seed = np.arange(12).reshape(3, 4).astype(np.float32)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_linear_layout_gradient_is_identity(dtype):
+    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(dtype)
+    seed = np.arange(12).reshape(3, 4).astype(dtype)
     y, dx = _run_vars(lambda t: linear_layout(t * 2), x, grads_for=(0,), seed_grad=seed)
     np.testing.assert_allclose(y, 2 * x)
     np.testing.assert_allclose(dx, 2 * seed)
@@ -262,26 +267,28 @@ def _rope_torch(q, sin, cos, rotary_dim):
 
 @pytest.mark.parametrize("rotary_dim", [None, 4, 16])
 @pytest.mark.parametrize("batch_tables", [False, True])
-def test_rotary_pos_embed_matches_torch_value_and_gradients(rotary_dim, batch_tables):
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 3e-2)])
+def test_rotary_pos_embed_matches_torch_value_and_gradients(rotary_dim, batch_tables, dtype, tol):
     rng = np.random.default_rng(6)
     b, s, h, d = 3, 5, 2, 16
     r = rotary_dim or d
-    q = rng.standard_normal((b, s, h, d)).astype(np.float32)
+    q = rng.standard_normal((b, s, h, d)).astype(dtype)
     sin, cos = trig_tables(s, r)
-    sin, cos = sin[None].astype(np.float32), cos[None].astype(np.float32)
+    sin, cos = sin[None].astype(dtype), cos[None].astype(dtype)
     if batch_tables:
-        sin = np.repeat(sin, b, 0) * rng.uniform(0.5, 1.5, (b, 1, 1)).astype(np.float32)
+        sin = (np.repeat(sin, b, 0) * rng.uniform(0.5, 1.5, (b, 1, 1))).astype(dtype)
         cos = np.repeat(cos, b, 0)
-    seed = rng.standard_normal(q.shape).astype(np.float32)
+    seed = rng.standard_normal(q.shape).astype(dtype)
     y, dq, dsin, dcos = _run_vars(lambda t, sn, cs: rotary_pos_embed(t, sn, cs, rotary_dim),
                                   q, sin, cos, grads_for=(0, 1, 2), seed_grad=seed)
     tq, ts, tc = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, sin, cos))
     ty = _rope_torch(tq, ts, tc, r)
     (ty * torch.tensor(seed, dtype=torch.float64)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dq, tq.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dsin, ts.grad.numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(dcos, tc.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert y.dtype == dq.dtype == dsin.dtype == dcos.dtype == dtype
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(dq, tq.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(dsin, ts.grad.numpy(), rtol=10 * tol, atol=10 * tol)
+    np.testing.assert_allclose(dcos, tc.grad.numpy(), rtol=10 * tol, atol=10 * tol)
 
 
 def test_rotary_pos_embed_float16_and_second_order():
