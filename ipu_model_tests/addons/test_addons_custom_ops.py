@@ -319,3 +319,16 @@ def test_rotary_pos_embed_errors():
             rotary_pos_embed(q, sin, cos, 3)
         with pytest.raises(ValueError, match="sin"):
             rotary_pos_embed(q, sin, cos, 4)
+
+
+def test_custom_op_types_are_declared_with_kernels_and_gradient_rules():
+    from ipuxl import grad
+    from ipuxl._core_loader import core
+    from ipuxl.opdef import get_opdef
+
+    for t in ("GroupQuantizeDecompress", "SparseMatMul", "LinearLayout", "RotaryPosEmbed",
+              "RotaryPosEmbedGrad"):
+        d = get_opdef(t)
+        assert d.module.startswith("ipuxl.addons.ops."), (t, d.module)
+        assert d.kernel in core.kernel_names(), t
+        assert t in grad.registered_op_types(), t
