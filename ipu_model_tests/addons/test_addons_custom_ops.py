@@ -326,9 +326,87 @@ def test_custom_op_types_are_declared_with_kernels_and_gradient_rules():
     from ipuxl._core_loader import core
     from ipuxl.opdef import get_opdef
 
+    import ipuxl.addons.ops.cross_entropy_sharded_wr_loss  # noqa: F401  (declares its op)
+
     for t in ("GroupQuantizeDecompress", "SparseMatMul", "LinearLayout", "RotaryPosEmbed",
-              "RotaryPosEmbedGrad"):
+              "RotaryPosEmbedGrad", "CrossEntropyShardedWR"):
         d = get_opdef(t)
         assert d.module.startswith("ipuxl.addons.ops."), (t, d.module)
         assert d.kernel in core.kernel_names(), t
         assert t in grad.registered_op_types(), t
+
+
+# --- cross-entropy sharded over the IPUs of a replica ----------------------
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-6), (np.float16, 1e-2)])
+@pytest.mark.parametrize("n_ipus", [1, 3])
+def test_cross_entropy_sharded_wr_loss_matches_torch(dtype, tol, n_ipus):
+    from ipuxl import addons
+    from ipuxl.addons.ops.cross_entropy_sharded_wr_loss import cross_entropy_sharded_wr_loss
+
+    rng = np.random.default_rng(9)
+    n, vocab = 7, 23                      # uneven shards
+    sizes = [vocab // n_ipus + int(i < vocab % n_ipus) for i in range(n_ipus)]
+    labels = rng.integers(0, vocab, n).astype(np.uint32)
+    logits = [rng.standard_normal((n, c)).astype(dtype) * 3 for c in sizes]
+    dloss = rng.random(n).astype(dtype)
+
+    tl = torch.tensor(np.concatenate(logits, -1), dtype=torch.float64, requires_grad=True)
+    want = torch.nn.functional.cross_entropy(tl, torch.tensor(labels.astype(np.int64)),
+                                             reduction="none")
+    want.backward(torch.tensor(dloss, dtype=torch.float64))
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs, ls = [], []
+        for i in range(n_ipus):
+            with popxl.ipu(i):
+                xs.append(popxl.variable(logits[i], popxl.dtypes.dtype.as_dtype(dtype)) + 0)
+                ls.append(popxl.variable(labels, popxl.uint32) + 0)
+        with popxl.ipu(0):
+            g = popxl.variable(dloss, popxl.dtypes.dtype.as_dtype(dtype)) + 0
+
+        class Loss(addons.Module):
+            def build(self, logits, labels, ipus):
+                return cross_entropy_sharded_wr_loss(logits, labels, ipus=ipus)
+
+        _, graph = Loss().create_graph(xs, ls, ipus=list(range(n_ipus)))
+        dgraph = addons.autodiff(graph, grads_provided=[graph.graph.outputs[0]],
+                                 grads_required=graph.graph.inputs[:n_ipus])
+        call = graph.call_with_info(xs, ls)
+        streams = [addons.host_store(call.outputs[0])]
+        grads = dgraph.call(g, args=dgraph.grad_graph_info.inputs_dict(call))
+        for i in range(n_ipus):
+            with popxl.ipu(i):
+                streams.append(addons.host_store(grads[i]))
+    with popxl.Session(ir, "ipu_model") as sess:
+        out = sess.run()
+    got = [out[s] for s in streams]
+    assert got[0].dtype == dtype
+    np.testing.assert_allclose(got[0], want.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.concatenate(got[1:], -1), tl.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_cross_entropy_sharded_wr_loss_errors():
+    from ipuxl.addons.ops.cross_entropy_sharded_wr_loss import cross_entropy_sharded_wr_loss
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.zeros((4, 3), np.float32))
+        lab = popxl.variable(np.zeros(4, np.int32))
+        with pytest.raises(ValueError, match="same number"):
+            cross_entropy_sharded_wr_loss([x, x], [lab], ipus=[0, 0])
+        with pytest.raises(ValueError, match="Number of specified tensor"):
+            cross_entropy_sharded_wr_loss([x], [lab], ipus=[0, 1])
+        with pytest.raises(TypeError, match="CrossEntropyShardedWR.*integers"):
+            cross_entropy_sharded_wr_loss([x], [popxl.variable(np.zeros(4, np.float32))], ipus=[0])
+    # a label outside every shard is a run-time error naming the op
+    ir = popxl.Ir()
+    with ir.main_graph:
+        loss = cross_entropy_sharded_wr_loss([popxl.variable(np.zeros((2, 3), np.float32))],
+                                             [popxl.variable(np.array([0, 5], np.int32))], ipus=[0])
+        s = popxl.d2h_stream(loss.shape, loss.dtype)
+        ops.host_store(s, loss)
+    with popxl.Session(ir, "ipu_model") as sess:
+        with pytest.raises(RuntimeError, match="cross_entropy_sharded_wr.*label 5"):
+            sess.run()
