@@ -90,5 +90,25 @@ inline float gelu_tanh(float x) {
   return tail ? x * 0.0f : out;
 }
 
+// d/dx of gelu_tanh: with s = 1 / (1 + e^z), z = -2u as above,
+//   (1 + tanh u) / 2 = s,  1 - tanh^2 u = 4 s (1 - s),  1 - s = e^z s,
+//   dy/dx = s + 2 x s (1 - s) u' = s (1 + 2 x e^z s u'),  u' = k (1 + 3 a x^2).
+// z is clamped to [-88, 88] as in gelu_tanh: for x below about -10 the
+// result is ~0 (it is below 1e-36 there), above about 10 it is 1. NaN stays
+// NaN.
+inline float gelu_tanh_grad(float x) {
+  const float k = 0.7978845608028654f, a = 0.044715f;
+  const float x2 = x * x;
+  float z = -2.0f * k * x * (1.0f + a * x2);
+  z = z > 88.0f ? 88.0f : z;
+  z = z < -88.0f ? -88.0f : z;
+  float fn;
+  const float p = exp_reduced(z, fn);
+  const float e = p * as_float(((int32_t)fn + 127) << 23);
+  const float s = 1.0f / (1.0f + e);
+  const float du = k * (1.0f + 3.0f * a * x2);
+  return s * (1.0f + 2.0f * x * e * s * du);
+}
+
 }  // namespace fastmath
 }  // namespace ipuxl
