@@ -90,5 +90,29 @@ inline float gelu_tanh(float x) {
   return tail ? x * 0.0f : out;
 }
 
+// d/dx of gelu_tanh: with s = 1 / (1 + e^z), z = -2u as above,
+//   (1 + tanh u) / 2 = s,  1 - tanh^2 u = 4 s (1 - s),  1 - s = e^z s,
+//   dy/dx = s + 2 x s (1 - s) u' = s (1 + 2 x (e^z s) u'),  u' = k (1 + 3 a x^2).
+// e^z s = 1 - s lies in [0, 1]. Where z is clamped (|z| > 88: |x| above
+// about 10) the result is the limit: 0 for negative x (the true value is
+// below 1e-36 there), 1 for positive x; so no x, however large, overflows
+// x u' into inf or NaN. NaN stays NaN.
+inline float gelu_tanh_grad(float x) {
+  const float k = 0.7978845608028654f, a = 0.044715f;
+  const float x2 = x * x;
+  float z = -2.0f * k * x * (1.0f + a * x2);
+  const bool neg_tail = z > 88.0f, pos_tail = z < -88.0f;
+  z = neg_tail ? 88.0f : z;
+  z = pos_tail ? -88.0f : z;
+  float fn;
+  const float p = exp_reduced(z, fn);
+  const float e = p * as_float(((int32_t)fn + 127) << 23);
+  const float s = 1.0f / (1.0f + e);
+  const float du = k * (1.0f + 3.0f * a * x2);
+  float d = s * (1.0f + 2.0f * x * (e * s) * du);
+  d = neg_tail ? 0.0f : d;
+  return pos_tail ? 1.0f : d;
+}
+
 }  // namespace fastmath
 }  // namespace ipuxl

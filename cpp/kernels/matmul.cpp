@@ -100,6 +100,12 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
   return matmul_factory_impl(d, nullptr, false);
 }
 
+// Batched products up to this many multiply-adds each run whole, several
+// per thread (each GEMM alone would split a tiny product over the pool);
+// a thread gets at least kBatchSplitMinMacs of them.
+constexpr int64_t kBatchSplitMaxMacs = int64_t(1) << 21;
+constexpr int64_t kBatchSplitMinMacs = int64_t(1) << 16;
+
 std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bias, bool gelu) {
   d.expect_arity(2, 1);
   d.expect_same_dtype(*d.in[0], *d.in[1]);
@@ -200,9 +206,21 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
             gemm::sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, O, N, &ep);
             return;
           }
-          for (int64_t i = 0; i < nb; ++i)
+          auto one = [&](int64_t i) {
             blas::sgemm_with(impl, ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
                              B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
+          };
+          if (nb > 1 && M * N * K <= kBatchSplitMaxMacs) {
+            // Small products (attention heads): whole products per thread;
+            // each is then computed by one thread exactly as it would be
+            // alone (the GEMM splits only rows and columns of C, never K).
+            parallel_for(nb, std::max<int64_t>(1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1)),
+                         [&](int64_t b0, int64_t b1) {
+                           for (int64_t i = b0; i < b1; ++i) one(i);
+                         });
+            return;
+          }
+          for (int64_t i = 0; i < nb; ++i) one(i);
         });
   }
   if (dt == DType::Float16) {

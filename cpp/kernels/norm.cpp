@@ -19,13 +19,123 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "../core/isa.hpp"
 #include "../core/parallel.hpp"
 #include "common.hpp"
 
 namespace ipuxl {
 namespace {
+
+// float32 layer norm over rows (one group, no spatial axes: an (N, C) input,
+// the transformer's LayerNorm): the same formulas with the double sums kept in
+// 8 independent lanes, so that each level vectorises them (the plain loops
+// are one serial chain of double adds per row), and dweight/dbias summed over
+// rows for blocks of columns (contiguous rows instead of a column walk with
+// stride C). Every column's sum runs over the rows in order, whatever the
+// thread count.
+constexpr int kDL = 8;
+
+inline double lane_sum(const double* a) {
+  double s = 0.0;
+  for (int l = 0; l < kDL; ++l) s += a[l];
+  return s;
+}
+
+inline void layer_norm_rows_f32(const float* X, const float* W, const float* B, float* Y,
+                                float* MEAN, float* INV, int64_t C, double eps, int64_t r0,
+                                int64_t r1) {
+  const int64_t cv = C - C % kDL;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = X + r * C;
+    double a[kDL] = {};
+    for (int64_t j = 0; j < cv; j += kDL)
+      for (int l = 0; l < kDL; ++l) a[l] += (double)x[j + l];
+    double s = lane_sum(a);
+    for (int64_t j = cv; j < C; ++j) s += (double)x[j];
+    const double mean = C ? s / (double)C : 0.0;
+    double v[kDL] = {};
+    for (int64_t j = 0; j < cv; j += kDL)
+      for (int l = 0; l < kDL; ++l) {
+        const double c = (double)x[j + l] - mean;
+        v[l] += c * c;
+      }
+    double vs = lane_sum(v);
+    for (int64_t j = cv; j < C; ++j) {
+      const double c = (double)x[j] - mean;
+      vs += c * c;
+    }
+    const double var = C ? vs / (double)C : 0.0;
+    const float inv = (float)(1.0 / std::sqrt(var + eps));
+    const float m = (float)mean;
+    MEAN[r] = m;
+    INV[r] = inv;
+    float* y = Y + r * C;
+    for (int64_t j = 0; j < C; ++j) {
+      const float aa = inv * W[j];
+      y[j] = x[j] * aa + (B[j] - m * aa);
+    }
+  }
+}
+
+inline void layer_norm_grad_rows_f32(const float* X, const float* W, const float* MEAN,
+                                     const float* INV, const float* DY, float* DX, int64_t C,
+                                     int64_t r0, int64_t r1) {
+  const int64_t cv = C - C % kDL;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float m = MEAN[r], inv = INV[r];
+    const float* x = X + r * C;
+    const float* g = DY + r * C;
+    double a1[kDL] = {}, a2[kDL] = {};
+    for (int64_t j = 0; j < cv; j += kDL)
+      for (int l = 0; l < kDL; ++l) {
+        const float gw = g[j + l] * W[j + l];
+        const float xh = (x[j + l] - m) * inv;
+        a1[l] += gw;
+        a2[l] += (double)gw * xh;
+      }
+    double s1 = lane_sum(a1), s2 = lane_sum(a2);
+    for (int64_t j = cv; j < C; ++j) {
+      const float gw = g[j] * W[j];
+      const float xh = (x[j] - m) * inv;
+      s1 += gw;
+      s2 += (double)gw * xh;
+    }
+    const float b1 = C ? (float)(s1 / (double)C) : 0.0f;
+    const float b2 = C ? (float)(s2 / (double)C) : 0.0f;
+    float* d = DX + r * C;
+    for (int64_t j = 0; j < C; ++j) {
+      const float xh = (x[j] - m) * inv;
+      d[j] = inv * (g[j] * W[j] - b1 - xh * b2);
+    }
+  }
+}
+
+// dweight[c] = sum_r dy[r,c] xhat[r,c], dbias[c] = sum_r dy[r,c] for columns [c0, c1).
+inline void layer_norm_param_grad_f32(const float* X, const float* MEAN, const float* INV,
+                                      const float* DY, float* DW, float* DB, int64_t N, int64_t C,
+                                      int64_t c0, int64_t c1) {
+  constexpr int64_t kBlk = 64;
+  for (int64_t cb = c0; cb < c1; cb += kBlk) {
+    const int64_t w = std::min<int64_t>(kBlk, c1 - cb);
+    double sw[kBlk] = {}, sb[kBlk] = {};
+    for (int64_t r = 0; r < N; ++r) {
+      const float m = MEAN[r], inv = INV[r];
+      const float* x = X + r * C + cb;
+      const float* g = DY + r * C + cb;
+      for (int64_t j = 0; j < w; ++j) {
+        sw[j] += (double)g[j] * ((x[j] - m) * inv);
+        sb[j] += (double)g[j];
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) {
+      DW[cb + j] = (float)sw[j];
+      DB[cb + j] = (float)sb[j];
+    }
+  }
+}
 
 struct NormGeom {
   int64_t N = 0, C = 0, G = 1, Cg = 0, S = 1;  // S: spatial elements per channel
@@ -55,6 +165,18 @@ std::unique_ptr<Kernel> group_norm_kernel(const OpDesc& d, const NormGeom g, dou
   const TensorRef *x = d.in[0], *w = d.in[1], *b = d.in[2];
   const TensorRef *y = d.out[0], *mo = d.out[1], *io = d.out[2];
   const int64_t blk = g.Cg * g.S;
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.G == 1 && g.S == 1) {
+      return make_kernel([=](RunContext&) {
+        const float *X = x->as<float>(), *W = w->as<float>(), *B = b->as<float>();
+        float *Y = y->as<float>(), *MEAN = mo->as<float>(), *INV = io->as<float>();
+        isa::parallel_for(g.N, std::max<int64_t>(1, 16384 / std::max<int64_t>(g.C, 1)),
+                          [&](int64_t r0, int64_t r1) {
+                            layer_norm_rows_f32(X, W, B, Y, MEAN, INV, g.C, eps, r0, r1);
+                          });
+      });
+    }
+  }
   return make_kernel(
       [=](RunContext&) {
         const T* X = x->as<T>();
@@ -115,6 +237,26 @@ std::unique_ptr<Kernel> group_norm_grad_kernel(const OpDesc& d, const NormGeom g
   const TensorRef *x = d.in[0], *w = d.in[1], *mi = d.in[2], *ii = d.in[3], *dy = d.in[4];
   const TensorRef *dx = d.out[0], *dw = d.out[1], *db = d.out[2];
   const int64_t blk = g.Cg * g.S;
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.G == 1 && g.S == 1) {
+      return make_kernel([=](RunContext&) {
+        const float *X = x->as<float>(), *W = w->as<float>(), *DY = dy->as<float>();
+        const float *MEAN = mi->as<float>(), *INV = ii->as<float>();
+        float *DX = dx->as<float>(), *DW = dw->as<float>(), *DB = db->as<float>();
+        isa::parallel_for(g.N, std::max<int64_t>(1, 16384 / std::max<int64_t>(g.C, 1)),
+                          [&](int64_t r0, int64_t r1) {
+                            layer_norm_grad_rows_f32(X, W, MEAN, INV, DY, DX, g.C, r0, r1);
+                          });
+        // Column blocks of 64: whole blocks per thread.
+        const int64_t nblk = (g.C + 63) / 64;
+        isa::parallel_for(nblk, std::max<int64_t>(1, 16384 / std::max<int64_t>(64 * g.N, 1)),
+                          [&](int64_t b0, int64_t b1) {
+                            layer_norm_param_grad_f32(X, MEAN, INV, DY, DW, DB, g.N, g.C, b0 * 64,
+                                                      std::min<int64_t>(g.C, b1 * 64));
+                          });
+      });
+    }
+  }
   return make_kernel(
       [=](RunContext&) {
         const T* X = x->as<T>();

@@ -86,7 +86,8 @@ def test_fma_peak_probe(level):
 # The GEMM tests (every GEMM path) and the fused input-gradient update's;
 # the elementwise copies, the folded updates and the SGD updates are covered
 # by test_levels_agree_with_each_other_and_float64 below.
-LEVEL_TESTS = ["engine/test_gemm.py", "lowering/test_input_grad_update_fusion.py"]
+LEVEL_TESTS = ["engine/test_gemm.py", "lowering/test_input_grad_update_fusion.py",
+               "examples/test_transformer_block.py"]
 
 
 @pytest.mark.parametrize("level", LEVELS)

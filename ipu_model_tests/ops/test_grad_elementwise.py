@@ -472,3 +472,18 @@ def test_scaled_add_mixed_dtypes_and_integer_scale():
     grads = check_first(lambda p, q, s, t: ops.scaled_add(p, q, s, t),
                         lambda p, q, s, t: s * p + t * q, x, y, a, b, tol=TOL[np.float16])
     assert grads[1].dtype == np.float16 and grads[2] is None and grads[3].dtype == np.float32
+
+
+def test_gelu_grad_kernel_at_large_magnitudes():
+    # GeluGrad's tails: no overflow of x * u'(x) into inf/NaN however large |x|
+    # (real MNIST pixels reach pre-activations of hundreds); 0 below about
+    # -10, 1 above about 10; NaN stays NaN.
+    x = np.array([-3e38, -1e20, -1e6, -100.0, -12.0, -9.0, -3.0, -0.5, 0.0, 0.5, 3.0, 9.0,
+                  12.0, 100.0, 1e6, 1e20, 3e38, np.nan], np.float32)
+    _, grads = grads_of(ops.gelu, x, seeds=[np.ones_like(x)])
+    g = np.asarray(grads[0], np.float64)
+    xt = torch.tensor(x[:-1].astype(np.float64), requires_grad=True)
+    F.gelu(xt, approximate="tanh").sum().backward()
+    ref = np.nan_to_num(xt.grad.numpy())  # torch's own formula gives NaN at +-3e38
+    np.testing.assert_allclose(g[:-1], ref, rtol=2e-5, atol=1e-6)
+    assert np.isnan(g[-1])

@@ -1,5 +1,5 @@
 """``softmax`` along one axis, mirroring PopXL (PopXL has no log_softmax)."""
-from ..grad import register_grad
+from ..grad import register_decomposition, register_grad
 from ..op import create_op
 from ..opdef import define_op
 from ..tensor import Tensor
@@ -30,13 +30,22 @@ def softmax(t: Tensor, axis: int) -> Tensor:
 define_op("Softmax", like_input(0), model="softmax")
 
 
+define_op("SoftmaxGrad", like_input(0), model="softmax")
+
+
 @register_grad("Softmax")
 def _softmax_grad(ctx):
-    """``dx = y * (g - sum(g * y, axis))``, built from ordinary ops so it can
-    be differentiated again."""
+    """``SoftmaxGrad(g, y)`` (PopART's SoftmaxGradOp): ``dx = y * (g -
+    sum(g * y, axis))`` in one kernel. Its value, for differentiating it
+    again, is :func:`_softmax_grad_decomposition`."""
+    return [create_op("SoftmaxGrad", [ctx.g(), ctx.y()], ["softmax_grad_out"],
+                      {"axis": ctx.attrs["axis"]}, name="softmax_grad").outputs[0]]
+
+
+@register_decomposition("SoftmaxGrad")
+def _softmax_grad_decomposition(op, g, y):
+    """``y * (g - sum(g * y, axis))`` from ordinary ops."""
     from .. import ops
 
-    y = ctx.y()
-    g = ctx.g()
-    dot = ops.sum(g * y, axis=ctx.attrs["axis"], keepdims=True)
+    dot = ops.sum(g * y, axis=op.attrs["axis"], keepdims=True)
     return [y * (g - dot)]

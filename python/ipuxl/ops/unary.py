@@ -317,20 +317,30 @@ def _swish_grad(ctx):
     return [ctx.g() * (s * (1.0 + x * (1.0 - s)))]
 
 
+define_op("GeluGrad", like_input(0))
+
+
 @register_grad("Gelu")
 def _gelu_grad(ctx):
-    """Exact derivative of the kernel's tanh approximation
-    ``y = x/2 (1 + tanh(u))``, ``u = k (x + a x**3)``, ``k = sqrt(2/pi)``,
-    ``a = 0.044715``:
+    """``GeluGrad(g, x)`` (PopART's GeluGradOp): ``g * gelu'(x)``, the exact
+    derivative of the kernel's tanh approximation, in one kernel. Its value,
+    for differentiating it again, is :func:`_gelu_grad_decomposition`."""
+    return [create_op("GeluGrad", [ctx.g(), ctx.x(0)], ["gelu_grad_out"], {},
+                      name="gelu_grad").outputs[0]]
+
+
+@register_decomposition("GeluGrad")
+def _gelu_grad_decomposition(op, g, x):
+    """Exact derivative of ``y = x/2 (1 + tanh(u))``, ``u = k (x + a x**3)``,
+    ``k = sqrt(2/pi)``, ``a = 0.044715``:
 
         dy/dx = (1 + t)/2 + x/2 (1 - t**2) k (1 + 3 a x**2),  t = tanh(u)
     """
-    x = ctx.x(0)
     x2 = x * x
     t = tanh(x * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _GELU_A) * x2))
     du = _SQRT_2_OVER_PI + (3.0 * _SQRT_2_OVER_PI * _GELU_A) * x2
     d = 0.5 * (1.0 + t) + (0.5 * x) * ((1.0 - t * t) * du)
-    return [ctx.g() * d]
+    return [g * d]
 
 
 def _normal_cdf_from_geluerf(x: Tensor) -> Tensor:
