@@ -224,9 +224,13 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
           if (c.op == ReduceOp::Local) fail("an all-reduce needs a reduction");
           break;
         case CollectiveKind::AllGather:
-          if (m != n * gsize)
+          // The output may drop the zero padding of a sharded input (its
+          // meta shape): it holds n * gsize elements, or fewer that shard
+          // into gsize shards of n.
+          if (m > n * gsize || (m != n * gsize && (m + gsize - 1) / gsize != n))
             fail("an all-gather over groups of " + std::to_string(gsize) + " gives " +
-                 std::to_string(n * gsize) + " elements, the output has " + std::to_string(m));
+                 std::to_string(n * gsize) + " elements (or fewer, without the padding of "
+                 "the last shard), the output has " + std::to_string(m));
           break;
         case CollectiveKind::ReduceScatter:
           if (m != (n + gsize - 1) / gsize)
