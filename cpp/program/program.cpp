@@ -225,12 +225,11 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
           break;
         case CollectiveKind::AllGather:
           // The output may drop the zero padding of a sharded input (its
-          // meta shape): it holds n * gsize elements, or fewer that shard
-          // into gsize shards of n.
-          if (m > n * gsize || (m != n * gsize && (m + gsize - 1) / gsize != n))
+          // meta shape): it holds the first m <= n * gsize elements.
+          if (m > n * gsize)
             fail("an all-gather over groups of " + std::to_string(gsize) + " gives " +
-                 std::to_string(n * gsize) + " elements (or fewer, without the padding of "
-                 "the last shard), the output has " + std::to_string(m));
+                 std::to_string(n * gsize) + " elements (the output takes the first of "
+                 "them), the output has " + std::to_string(m));
           break;
         case CollectiveKind::ReduceScatter:
           if (m != (n + gsize - 1) / gsize)
