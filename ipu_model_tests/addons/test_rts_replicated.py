@@ -79,3 +79,59 @@ def test_instance_groupings():
         inst = get_instance_replica_grouping(rg)
         assert inst.stride == 2 and inst.group_size == 4
         assert get_instance_replica_grouping().group_size == 8
+
+
+def test_strided_collectives_and_identical_variants_grads():
+    from ipuxl.addons.ops import replicated_strided_collectives as S
+    from ipuxl.transforms import autodiff
+
+    R = 4
+    ir = popxl.Ir(replication=R)
+    rng = np.random.default_rng(1)
+    x_np = rng.normal(size=(R, 3)).astype(np.float32)
+    dy_np = rng.normal(size=(R, 3)).astype(np.float32)
+    with ir.main_graph:
+        g = ir.replica_grouping(stride=2, group_size=2)  # [0, 1, 0, 1]
+        xs = popxl.h2d_stream((3,), popxl.float32, name="x")
+        dys = popxl.h2d_stream((3,), popxl.float32, name="dy")
+        x, dy = ops.host_load(xs), ops.host_load(dys)
+        outs = {}
+        for name, fn in (("ii", S.replicated_all_reduce_strided_identical_inputs),
+                         ("igi", S.replicated_all_reduce_strided_identical_grad_inputs)):
+            graph = ir.create_graph(lambda t: fn(t, "add", g), x)
+            ginfo = autodiff(graph)
+            info = ops.call_with_info(graph, x)
+            (dx,) = ops.call(ginfo.graph, dy, inputs_dict=ginfo.inputs_dict(info))
+            for k, t in (("y", info.outputs[0]), ("dx", dx)):
+                outs[name + k] = popxl.d2h_stream(t.shape, t.dtype, name=name + k)
+                ops.host_store(outs[name + k], t)
+        gathered = S.replicated_all_gather_strided(x, g)
+        outs["gather"] = popxl.d2h_stream(gathered.shape, gathered.dtype, name="gather")
+        ops.host_store(outs["gather"], gathered)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run({xs: x_np, dys: dy_np})
+    pair = lambda a: np.stack([a[0] + a[2], a[1] + a[3], a[0] + a[2], a[1] + a[3]])
+    np.testing.assert_array_equal(got[outs["iiy"]], x_np)           # identity forward
+    np.testing.assert_allclose(got[outs["iidx"]], pair(dy_np), rtol=1e-6)  # all-reduce grad
+    np.testing.assert_allclose(got[outs["igiy"]], pair(x_np), rtol=1e-6)   # all-reduce forward
+    np.testing.assert_array_equal(got[outs["igidx"]], dy_np)        # identity grad
+    for r in range(R):
+        np.testing.assert_array_equal(got[outs["gather"]][r],
+                                      np.concatenate([x_np[r % 2], x_np[r % 2 + 2]]))
+
+
+def test_seed_variable_one_seed_per_group():
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        rg = ir.replica_grouping(stride=2, group_size=2)  # [0, 1, 0, 1]
+        seed_v, seed = addons.seed_variable(7, rg)
+        s = popxl.d2h_stream(seed.shape, seed.dtype)
+        ops.host_store(s, seed)
+    with popxl.Session(ir, "ipu_model") as sess:
+        out = sess.run()[s]
+        want = popxl.create_seeds(7, replicas=2)
+        for r in range(4):
+            np.testing.assert_array_equal(out[r], want[r % 2])
+        np.testing.assert_array_equal(sess.get_tensor_data(seed_v), want)
+        sess.write_variable_data(seed_v, want[::-1].copy())
+        np.testing.assert_array_equal(sess.run()[s][0], want[1])

@@ -29,6 +29,7 @@ from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_
 from .transforms import (RemoteHandle, autodiff, autodiff_with_accumulation, batch_serial_buffer,
                          batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info)
 from . import remote, rts  # noqa: F401
+from .seed_variable import seed_variable
 from .remote import (create_remote_buffer, load_remote_graph, named_buffers,
                      named_variable_buffers, store_remote_graph)
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
@@ -51,5 +52,5 @@ __all__ = [
     "format_flops_scientific", "print_FLOPs", "total_FLOPs", "is_subgraph",
     "route_tensor_into_graph", "load_remote_graph", "store_remote_graph", "named_buffers",
     "named_variable_buffers", "create_remote_buffer", "batch_serialise",
-    "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
+    "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle", "seed_variable",
 ] + array_munging.__all__
