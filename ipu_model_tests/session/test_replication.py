@@ -362,3 +362,17 @@ def test_ipu_model_charges_collectives_by_the_ring_formula():
     rs = _collective_cycles(_profile_all_reduce(4, 4, kind="reduce_scatter"))
     ag = _collective_cycles(_profile_all_reduce(4, 4, nelms=1 << 14, kind="all_gather"))
     assert 3 * sync < rs < four and 3 * sync < ag
+
+
+def test_checkpoint_refuses_all_replicas_variables(tmp_path):
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        v = popxl.variable(np.zeros(2, np.float32), name="v", retrieval_mode="all_replicas")
+        w = popxl.variable(np.zeros(2, np.float32), name="w")
+        ops.var_updates.accumulate_(v, popxl.constant(np.ones(2, np.float32)))
+        ops.var_updates.accumulate_(w, popxl.constant(np.ones(2, np.float32)))
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.run()
+        with pytest.raises(NotImplementedError, match="variable 'v' has retrieval_mode"):
+            sess.save_checkpoint(tmp_path / "ck")
+        sess.save_checkpoint(tmp_path / "ck", [w])
