@@ -118,10 +118,11 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   for (const auto& o : r.ops)
     if (o.op >= 0) idx.push_back(o.op);
   py::list name, type, kind, cls, graph, vertex, plan;
-  std::vector<int64_t> ipu, tiles, cycles, comp, exch, temp, state, xcode, ccode;
+  std::vector<int64_t> ipu, dest, obytes, tiles, cycles, comp, exch, temp, state, xcode, ccode;
   std::vector<double> execs, flops;
   static const char* kinds[] = {"kernel",     "call",       "repeat",      "if",          "host_load",
-                                "host_store", "collective", "remote_load", "remote_store"};
+                                "host_store", "collective", "remote_load", "remote_store",
+                                "ipu_copy"};
   static_assert(sizeof(kinds) / sizeof(kinds[0]) == kNumOpKinds, "a name per op kind");
   for (int i : idx) {
     const auto& op = d.ops[i];
@@ -134,6 +135,11 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
     vertex.append(o.vertex);
     plan.append(o.plan);
     ipu.push_back(o.ipu);
+    // Where the results land (an ipu_copy's destination) and their bytes.
+    dest.push_back(op.kind == OpKind::IpuCopy ? d.tensors[op.out[0]].placement.ipu : o.ipu);
+    int64_t nb = 0;
+    for (int t : op.out) nb += (int64_t)d.tensors[t].nbytes();
+    obytes.push_back(nb);
     tiles.push_back(o.tiles);
     cycles.push_back(o.cycles);
     comp.push_back(o.compute_cycles);
@@ -155,6 +161,8 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   ops["vertex"] = vertex;
   ops["plan"] = plan;
   ops["ipu"] = to_array(ipu);
+  ops["destination"] = to_array(dest);
+  ops["bytes"] = to_array(obytes);
   ops["tiles"] = to_array(tiles);
   ops["cycles"] = to_array(cycles);
   ops["compute_cycles"] = to_array(comp);
@@ -355,7 +363,8 @@ PYBIND11_MODULE(_core, m) {
           "host_store, 6 collective (collective_kind: 0 all-reduce, 1 all-gather, 2 "
           "reduce-scatter; reduce_op: 0 add, 1 mean, 2 mul, 3 min, 4 max, 5 and, 6 or, 7 "
           "square_add, 8 local; group_of: the group of each replica), 7 remote_load, 8 "
-          "remote_store (remote_buffer); exchange_group: ops merged into one MultiExchange "
+          "remote_store (remote_buffer), 9 ipu_copy (ipu: the source IPU; the output "
+          "tensor's placement: the destination); exchange_group: ops merged into one MultiExchange "
           "share it; kernel defaults to the type.")
       .def(
           "add_remote_buffer",

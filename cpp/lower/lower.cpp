@@ -78,6 +78,12 @@ class Lowering {
         n.op = op_id;
         return n;
       }
+      case OpKind::IpuCopy: {
+        Node c = copy_node(op.in[0], op.out[0]);
+        c.op = op_id;
+        c.inter_ipu = true;
+        return c;
+      }
       case OpKind::Call:
       case OpKind::Repeat: return lower_call(op_id);
       case OpKind::If: return lower_if(op_id);
@@ -262,7 +268,16 @@ void describe_node(std::ostream& os, const Node& n, const Lowered& low, const Pr
     }
     case NodeKind::Copy:
       pad(os, indent);
-      os << "Copy(" << T[n.src].name << " -> " << T[n.dst].name << ")\n";
+      os << "Copy(" << T[n.src].name << " -> " << T[n.dst].name << ")";
+      if (n.inter_ipu) {
+        const auto& op = d.ops[n.op];
+        os << " [ipu " << op.placement.ipu << " -> ipu " << T[n.dst].placement.ipu;
+        if (op.placement.tile_set != TileSet::Compute)
+          os << ", " << tile_set_name(op.placement.tile_set) << " tiles";
+        if (op.context != ExecContext::Normal) os << ", " << exec_context_name(op.context);
+        os << "]";
+      }
+      os << "\n";
       return;
     case NodeKind::Bind:
       if (!n.rebound) return;
@@ -332,7 +347,10 @@ void count_node(const Node& n, std::map<std::string, int64_t>& c) {
   switch (n.kind) {
     case NodeKind::Sequence: c["Sequence"]++; break;
     case NodeKind::Execute: c["Execute"]++; break;
-    case NodeKind::Copy: c["Copy"]++; break;
+    case NodeKind::Copy:
+      c["Copy"]++;
+      if (n.inter_ipu) c["IpuCopy"]++;
+      break;
     case NodeKind::Bind: c["ElidedCopy"] += n.rebound; break;
     case NodeKind::Call: c["Call"]++; break;
     case NodeKind::Repeat: c["Repeat"]++; break;

@@ -47,6 +47,7 @@ struct Node {
   int cond = -1;            // If: the condition tensor
   std::vector<BindItem> bind;
   int64_t rebound = 0;      // Bind: caller tensors used in place (elided copies)
+  bool inter_ipu = false;   // Copy: an ipu_copy between IPUs (op: the IpuCopy op)
   std::vector<std::pair<int, int>> carry_direct, carry_staged;  // Carry: (src, dst)
   std::vector<Node> body;   // Sequence: children; Repeat: [body]; If: [then, else]
 };

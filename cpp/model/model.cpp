@@ -470,6 +470,19 @@ class Model {
         return cost_remote(op, c);
       case OpKind::Collective:
         return cost_collective(op, c);
+      case OpKind::IpuCopy: {
+        // A global exchange: the source stays where its producer put it,
+        // the copy lands linearly on the destination IPU (its tensor's
+        // placement); the Copy step pays the IPU-Link transfer.
+        ensure_linear(op.in[0]);
+        ensure_linear(op.out[0]);
+        c.tiles = mapping(op.out[0]);
+        CopyCost cc = copy_cost(mapping(op.in[0]), mapping(op.out[0]),
+                                (int64_t)d_.tensors[op.out[0]].nbytes());
+        c.compute = cc.compute;
+        c.exchange = cc.exchange;
+        return;
+      }
       default: break;
     }
     if (cls == "matmul") return cost_matmul(op, c);
@@ -1130,6 +1143,14 @@ class Model {
         return;
       }
       case NodeKind::Copy:
+        if (n.inter_ipu) {
+          // Both IPUs take part in the exchange: each runs its control program.
+          const int src_ipu = d_.ops[n.op].placement.ipu;
+          const int dst_ipu = d_.tensors[n.dst].placement.ipu;
+          copy_code(a, n.src, n.dst, src_ipu);
+          if (dst_ipu != src_ipu) control_add(a, dst_ipu, t_.cc_program + t_.cc_sync);
+          return;
+        }
         copy_code(a, n.src, n.dst, site_ipu);
         return;
       case NodeKind::Bind:
@@ -1342,8 +1363,8 @@ class Model {
       }
       case NodeKind::Copy: {
         StepRec s;
-        s.kind = "Copy";
-        s.op = site_op;
+        s.kind = n.inter_ipu ? "IpuCopy" : "Copy";
+        s.op = n.inter_ipu ? n.op : site_op;
         s.copy_src = n.src;
         s.copy_dst = n.dst;
         s.touched = {n.src, n.dst};
@@ -1587,7 +1608,8 @@ class Model {
           out.cycles = st.cycles;
           out.live_bytes = (int64_t)(cur_sum + extra);
           out.max_tile_live = (int64_t)mx;
-          if (st.kind == std::string("Copy") && st.copy_src >= 0)
+          if ((st.kind == std::string("Copy") || st.kind == std::string("IpuCopy")) &&
+              st.copy_src >= 0)
             out.label = d_.tensors[st.copy_src].name + " -> " + d_.tensors[st.copy_dst].name;
           else if (st.op >= 0)
             out.label = d_.ops[st.op].name;

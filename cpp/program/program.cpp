@@ -265,6 +265,17 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
       }
       return;
     }
+    case OpKind::IpuCopy: {
+      if (op.in.size() != 1 || op.in[0] < 0 || op.out.size() != 1)
+        fail("an IPU copy has one input and one output");
+      if (!op.graphs.empty() || !op.modified.empty() || !op.aliases.empty())
+        fail("an IPU copy calls no graph and writes no input");
+      const auto &in = tensors[op.in[0]], &out = tensors[op.out[0]];
+      if (in.dtype != out.dtype || in.shape != out.shape)
+        fail("input '" + in.name + "' " + sig(in) + " and output '" + out.name + "' " + sig(out) +
+             " differ");
+      return;
+    }
     case OpKind::HostLoad:
     case OpKind::HostStore: {
       if (op.stream < 0 || op.stream >= (int)streams.size()) fail("unknown stream");

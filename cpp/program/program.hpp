@@ -44,8 +44,10 @@ enum class OpKind : int {
   Collective = 6,   // across replicas: CollectiveDesc says which
   RemoteLoad = 7,   // from a remote buffer (Streaming Memory) into a tensor
   RemoteStore = 8,  // from a tensor into a remote buffer
+  IpuCopy = 9,      // a Copy between IPUs: in[0] on the op's IPU (the source), out[0]
+                    // on its tensor's IPU (the destination)
 };
-constexpr int kNumOpKinds = 9;
+constexpr int kNumOpKinds = 10;
 
 // What a Collective op computes, over the replicas of each group.
 enum class CollectiveKind : int {

@@ -140,8 +140,10 @@ def name_scope(name: str):
 
 @contextmanager
 def ipu(ipu: int):
-    """Place ops created inside on virtual IPU ``ipu``."""
-    if not isinstance(ipu, int) or ipu < 0:
+    """Place ops created inside on virtual IPU ``ipu`` (``None``, as in
+    PopXL, leaves them unannotated: their IPU is then inferred, like a
+    variable's, from their consumers)."""
+    if ipu is not None and (isinstance(ipu, bool) or not isinstance(ipu, int) or ipu < 0):
         raise ValueError(f"ipu must be a non-negative int, got {ipu!r}")
     ctx = get_current_context()
     prev = ctx._ipu_id

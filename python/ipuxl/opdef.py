@@ -10,7 +10,8 @@ An :class:`OpDef` holds an op type's
   normalise attributes.
 * **kernel**: the C++ kernel that runs it (``kind="kernel"``), or how the
   lowering turns it into program structure (``"call"``, ``"repeat"``,
-  ``"if"``, ``"host_load"``, ``"host_store"``).
+  ``"if"``, ``"host_load"``, ``"host_store"``, ``"ipu_copy"``: a Copy
+  between IPUs).
 * **traits**: ``aliases`` (output/input pairs sharing storage) and
   ``modifies`` (inputs the op writes), each a tuple or a rule of the inputs
   and attributes; ``side_effects`` (runs even when nothing reads its
@@ -50,7 +51,7 @@ __all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS", "MODEL_
 #: ``"multi_exchange"``, which never reaches the core: the lowering emits a
 #: MultiExchange's members (``popxl.transforms.merge_exchange``) in its place.
 KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store", "collective",
-         "remote_load", "remote_store", "multi_exchange")
+         "remote_load", "remote_store", "ipu_copy", "multi_exchange")
 #: Cost classes of the IPU model (see the module docstring).
 MODEL_CLASSES = ("elementwise", "matmul", "reduce", "softmax", "loss", "gather", "scatter",
                  "copy", "view", "fill", "random", "sort", "scan", "print", "code_load") + KINDS[1:]

@@ -194,6 +194,17 @@ class Session:
     def is_attached(self) -> bool:
         return self._attached
 
+    def _get_ipus_per_replica(self) -> int:
+        """IPUs one replica uses: one more than the highest IPU an op of the
+        Ir is placed on (an ``ipu_copy``'s destination included), as PopXL."""
+        return ipus_per_replica(self._ir)
+
+    def _get_ipu_count(self) -> int:
+        """IPUs the session needs: ``2 ** ceil(log2(ipus per replica x
+        replicas))``, as PopXL asks the device manager for."""
+        n = self._get_ipus_per_replica() * self._ir.instance_replication_factor
+        return 1 << max(0, (n - 1).bit_length())
+
     @property
     def shared_variables(self) -> FrozenSet[Variable]:
         """Variables whose device storage is their host array (ipuxl)."""
@@ -607,6 +618,13 @@ class Session:
             elif a.size == 1 and all(d == 1 for d in full):
                 a = a.reshape(full)  # a single value for an all-ones shape
                 ok = True
+            elif a.size == int(np.prod(full)) and a.ndim > 0 and \
+                    a.squeeze().shape[len(full) - len(s.shape):] == () and \
+                    (n == 1 or a.shape[0] == n):
+                # PopXL does not compare a stream's dimensions when they are
+                # all ones (e.g. (n, 1) for n scalars): same data, same order.
+                a = a.reshape(full)
+                ok = True
             if not ok:
                 r = self._ir.instance_replication_factor
                 raise ValueError(
@@ -651,3 +669,18 @@ class Session:
 
     def __repr__(self):
         return f"Session[ir={self._ir!r} device={self._device} attached={self._attached}]"
+
+
+def ipus_per_replica(ir) -> int:
+    """One more than the highest IPU an op of ``ir`` (any graph) is placed on
+    or copies to."""
+    from .opdef import get_opdef
+
+    top = 0
+    for g in ir._graphs.values():
+        for op in g._ops:
+            if op.ipu is not None:
+                top = max(top, op.ipu)
+            if get_opdef(op.type).kind == "ipu_copy":
+                top = max(top, op.attrs["_destination"])
+    return top + 1

@@ -155,19 +155,98 @@ class Tensor:
 
     @property
     def ipu(self) -> int:
-        """The virtual IPU of the op producing this tensor."""
-        p = self._producer
-        if p is None:
-            raise UndefinedValue(f"Tensor {self.id} has no producer, so its ipu is undefined")
-        return p.ipu
+        """The IPU the tensor is on, as PopART infers it: its producer's (an
+        ``ipu_copy``'s destination), else a graph input's call site's, else
+        that of the ops consuming it.
+
+        Raises:
+            UndefinedValue: none of those gives one.
+        """
+        ipu, _ = self._virtual_graph_id_and_tile_set()
+        if ipu == -1:
+            raise UndefinedValue(f"Tensor's IPU is undefined ({self.id!r} has no producer, "
+                                 "call site or consumer that places it).")
+        return ipu
 
     @property
     def tile_set(self) -> str:
-        """``"compute"`` or ``"io"``: the tile set of the op producing this tensor."""
-        p = self._producer
-        if p is None:
-            raise UndefinedValue(f"Tensor {self.id} has no producer, so its tile set is undefined")
-        return p.tile_set
+        """``"compute"`` or ``"io"``: the tile set the tensor is on (inferred as :attr:`ipu`).
+
+        Raises:
+            UndefinedValue: the tile set is undefined.
+        """
+        _, ts = self._virtual_graph_id_and_tile_set()
+        if ts == "undefined":
+            raise UndefinedValue(f"Tensor's tile set is undefined ({self.id!r} has no producer, "
+                                 "call site or consumer that places it).")
+        return ts
+
+    def _virtual_graph_id(self) -> int:
+        """The inferred IPU, or -1 (PopART's ``getVirtualGraphIdUnsafe``)."""
+        return self._virtual_graph_id_and_tile_set()[0]
+
+    #: Tensors :meth:`_virtual_graph_id_and_tile_set` follows at most (through
+    #: call sites and called graphs' outputs) before it settles for what it has.
+    _VGID_SEARCH_LIMIT = 256
+
+    def _virtual_graph_id_and_tile_set(self):
+        """``(ipu, tile set)`` as PopART's ``Tensor::getVirtualGraphIdAndTileSetUnsafe``
+        derives them: (-1, "undefined") when nothing places the tensor.
+
+        Its producer's placement (an ``IpuCopy``'s destination; a call's
+        output: the called graph's output's, else the call's); for a graph
+        input, that of the tensors its call sites pass; else that of the
+        ops consuming it (an ``IpuCopy``'s source). PopART takes the least
+        of what it finds. The search is iterative and follows at most
+        ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
+        from .opdef import get_opdef
+
+        found, fallback = [], []
+        seen = set()
+        stack = [self]
+        while stack and len(seen) < self._VGID_SEARCH_LIMIT:
+            t = stack.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            p = t._producer
+            if p is not None:
+                kind = get_opdef(p.type).kind
+                if kind == "ipu_copy":
+                    found.append((p.attrs["_destination"], p.tile_set))
+                    continue
+                if kind in ("call", "repeat") and p.called_graphs and t in p.outputs:
+                    outs = p.called_graphs[0]._outputs
+                    k = p.outputs.index(t)
+                    if p.ipu is not None:
+                        fallback.append((p.ipu, p.tile_set))
+                    if k < len(outs):
+                        stack.append(outs[k])
+                    continue
+                if p.ipu is not None:
+                    found.append((p.ipu, p.tile_set))
+                continue
+            g = t._graph
+            if t in g._inputs:
+                k = g._inputs.index(t)
+                for site in reversed(g._call_sites):
+                    kind = get_opdef(site.type).kind
+                    if kind in ("call", "repeat") and k < len(site.inputs) \
+                            and site.inputs[k] is not None:
+                        stack.append(site.inputs[k])
+                    elif site.ipu is not None:
+                        found.append((site.ipu, site.tile_set))
+        if not found:
+            found = fallback
+        if not found:
+            for c in self._consumers:
+                if get_opdef(c.type).kind == "ipu_copy":
+                    found.append((c.attrs["_source"], c.tile_set))
+                elif c.ipu is not None:
+                    found.append((c.ipu, c.tile_set))
+        if found:
+            return min(found)
+        return (-1, "undefined")
 
     @property
     def in_sync_with_ipu(self) -> bool:

@@ -27,7 +27,11 @@ from .route_tensor import is_subgraph, route_tensor_into_graph
 from .performance_utils import (evaluate_FLOPs, evaluate_ir_FLOPs, format_flops_scientific,
                                 print_FLOPs, total_FLOPs)
 from .transforms import (RemoteHandle, autodiff, autodiff_with_accumulation, batch_serial_buffer,
-                         batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info)
+                         batch_serialise, batch_serialise_fwd_and_grad, remap_grad_info,
+                         pipelined_execution, recompute_graph, add_recompute_inputs,
+                         set_available_memory_proportion_by_ipu,
+                         set_graph_available_memory_proportion_by_ipu, disable_fc_pass,
+                         enable_fc_pass)
 from . import remote, rts  # noqa: F401
 from .seed_variable import seed_variable
 from .remote import (create_remote_buffer, load_remote_graph, named_buffers,
@@ -52,5 +56,8 @@ __all__ = [
     "format_flops_scientific", "print_FLOPs", "total_FLOPs", "is_subgraph",
     "route_tensor_into_graph", "load_remote_graph", "store_remote_graph", "named_buffers",
     "named_variable_buffers", "create_remote_buffer", "batch_serialise",
-    "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle", "seed_variable",
+    "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
+    "pipelined_execution", "recompute_graph", "add_recompute_inputs",
+    "set_available_memory_proportion_by_ipu", "set_graph_available_memory_proportion_by_ipu",
+    "disable_fc_pass", "enable_fc_pass", "seed_variable",
 ] + array_munging.__all__

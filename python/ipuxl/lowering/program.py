@@ -120,7 +120,16 @@ class Program:
 
 
 def _placement(t) -> tuple:
-    return getattr(t, "_ipu", 0), 1 if getattr(t, "_tile_set", "compute") == "io" else 0
+    """A tensor's (IPU, tile set code): an op's output where the op put it
+    (an IpuCopy's on its destination); a tensor without a producer
+    (variable, constant, graph input) on the IPU PopART infers for it from
+    its call sites or consumers."""
+    ipu = getattr(t, "_ipu", 0)
+    if getattr(t, "_producer", True) is None and hasattr(t, "_virtual_graph_id"):
+        inferred = t._virtual_graph_id()
+        if inferred != -1:
+            ipu = inferred
+    return ipu if ipu is not None else 0, 1 if getattr(t, "_tile_set", "compute") == "io" else 0
 
 
 def to_desc(prog: Program, with_data: bool = True):
@@ -175,7 +184,7 @@ def to_desc(prog: Program, with_data: bool = True):
             desc.add_op(gi, e.type, op.name, ins, outs, e.attrs,
                         [graph_index[cg] for cg in e.graphs], e.aliases,
                         kernel=e.kernel or "", kind=_KIND_CODES[e.kind], modified=e.modified,
-                        side_effects=e.side_effects, ipu=op.ipu,
+                        side_effects=e.side_effects, ipu=op.ipu if op.ipu is not None else 0,
                         tile_set=1 if op.tile_set == "io" else 0,
                         context=EXEC_CONTEXTS.index(op.execution_context),
                         stream=stream_index[e.stream] if e.stream != -1 else -1,
@@ -208,7 +217,8 @@ def _collective_fields(c) -> dict:
 
 _KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",
                                            "host_store", "collective", "remote_load",
-                                           "remote_store"))}  # multi_exchange: expanded
+                                           "remote_store", "ipu_copy"))}
+# (multi_exchange: expanded into its members)
 
 
 def stream_of(e: Entry) -> Optional[object]:

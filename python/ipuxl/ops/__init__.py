@@ -29,6 +29,7 @@ EXPORTS = {
     "gather": ('gather', 'tied_gather', 'scatter', 'scatter_reduce', 'dynamic_slice', 'dynamic_update', 'dynamic_update_', 'onehot'),
     "host_io": ('host_load', 'host_store'),
     "init": ('init',),
+    "ipu_copy": ('ipu_copy',),
     "logical": ('logical_and', 'logical_or', 'logical_not', 'equal', 'greater'),
     "loss": ('nll_loss', 'nll_loss_with_softmax_grad'),
     "matmul": ('matmul', 'matmul_pow2scaled'),

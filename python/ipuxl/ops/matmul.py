@@ -48,6 +48,9 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
     lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op="matmul")
     rhs = to_tensor(rhs, like=lhs, op="matmul")
     check_in_graph("matmul", lhs=lhs, rhs=rhs)
+    from .utils import check_tensor_ipu_and_tile_set
+
+    check_tensor_ipu_and_tile_set(lhs=lhs, rhs=rhs)
     check_same_dtype("matmul", lhs, rhs)
     check_dtype_in("matmul", lhs, NUMERIC_DTYPES)
     if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:

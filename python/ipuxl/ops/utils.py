@@ -52,7 +52,17 @@ def check_in_graph(op: str, **tensors: Optional[Tensor]) -> None:
 
 
 def same_tile_set(op: str, *ts: Tensor) -> None:
-    # Tensors without a producer (variables, constants, inputs) go anywhere.
+    """The inputs of one op must be on one IPU (as PopART infers each
+    tensor's: see ``Tensor.ipu``; a tensor nothing places is skipped) and
+    one tile set (that of their producers: tensors without one go anywhere)."""
+    placed = [(t._virtual_graph_id(), t) for t in ts if t is not None]
+    placed = [(ipu, t) for ipu, t in placed if ipu != -1]
+    for ipu, t in placed[1:]:
+        if ipu != placed[0][0]:
+            raise ValueError(
+                f"{op}: the input tensors {placed[0][1].id!r} and {t.id!r} are located on "
+                f"different IPUs: {placed[0][0]} != {ipu}. Use ops.ipu_copy (Tensor.copy_to_ipu) "
+                "to move a tensor to the IPU of the op.")
     sets = {t.producer.tile_set for t in ts if t is not None and t.producer is not None}
     if len(sets) > 1:
         raise ValueError(f"{op}: inputs are on different tile sets {sorted(sets)}; use "
@@ -75,7 +85,7 @@ def check_tensor_ipu_and_tile_set(*args, **tensors: Tensor) -> None:
 
     def where(t):
         try:
-            return t.ipu, t.tile_set
+            return t._virtual_graph_id_and_tile_set()
         except UndefinedValue:
             return None, None
 

@@ -196,6 +196,57 @@ class Profile:
         rows.sort(key=lambda r: (-r.get(sort, 0), r["name"]))
         return rows[:n] if n else rows
 
+    # ---- several IPUs
+    def per_ipu(self) -> List[Dict]:
+        """One row per IPU of the target: ``ipu``, the bytes of each memory
+        category summed over its tiles, ``code``, ``alwaysLive``, ``total``,
+        ``max_tile`` (the fullest tile's bytes), and ``cycles``: the cycles
+        of the ops placed on it (x executions, an ``ipu_copy`` counted on
+        both IPUs), i.e. how busy it is in one run of the main program."""
+        tpi = int(self.target["tiles_per_ipu"])
+        n = int(self.target["num_ipus"])
+        busy = [0.0] * n
+        o = self.ops
+        for i in range(len(o["name"])):
+            c = float(o["cycles"][i]) * float(o["executions"][i])
+            ipu = int(o["ipu"][i])
+            if 0 <= ipu < n:
+                busy[ipu] += c
+        for c in self.ipu_copies():
+            if c["destination"] != c["source"] and 0 <= c["destination"] < n:
+                busy[c["destination"]] += c["cycles"] * c["executions"]
+        rows = []
+        for k in range(n):
+            sl = slice(k * tpi, (k + 1) * tpi)
+            r = {"ipu": k}
+            for cat in self.categories:
+                r[cat] = int(round(self.per_tile[cat][sl].sum()))
+            r["code"] = sum(r[c] for c in CODE)
+            r["alwaysLive"] = sum(r[c] for c in ALWAYS_LIVE)
+            r["total"] = r["alwaysLive"] + r["notAlwaysLive"]
+            tot = self.total_per_tile[sl]
+            r["max_tile"] = int(round(tot.max())) if tot.size else 0
+            r["cycles"] = int(round(busy[k]))
+            rows.append(r)
+        return rows
+
+    def ipu_copies(self) -> List[Dict]:
+        """The copies between IPUs (``ops.ipu_copy``): ``name``, ``graph``,
+        ``source`` and ``destination`` IPU, ``bytes``, ``cycles`` per
+        execution (a global exchange over the IPU-Links) and
+        ``executions``."""
+        o = self.ops
+        out = []
+        for i in range(len(o["name"])):
+            if o["kind"][i] != "ipu_copy":
+                continue
+            out.append({"name": o["name"][i], "graph": o["graph"][i],
+                        "source": int(o["ipu"][i]),
+                        "destination": int(o["destination"][i]) if "destination" in o else -1,
+                        "bytes": int(o["bytes"][i]) if "bytes" in o else 0,
+                        "cycles": int(o["cycles"][i]), "executions": float(o["executions"][i])})
+        return out
+
     # ---- out of memory
     def oom_error(self, what: str = "The program") -> OutOfMemoryError:
         tile = self.worst_tile()
@@ -276,6 +327,24 @@ class Profile:
                         if not self.fits else ""))
         lines.append(f"cycles: {self.cycles:,}  ({self.seconds * 1e6:,.1f} us at "
                      f"{tgt['clock_hz'] / 1e9:.3f} GHz)")
+        if int(tgt["num_ipus"]) > 1:
+            lines.append(f"{'ipu':<6}{'total B':>14}{'code B':>12}{'always live':>14}"
+                         f"{'max/tile':>12}{'busy cycles':>14}")
+            for r in self.per_ipu():
+                lines.append(f"{r['ipu']:<6}{r['total']:>14,}{r['code']:>12,}"
+                             f"{r['alwaysLive']:>14,}{r['max_tile']:>12,}{r['cycles']:>14,}")
+        copies = self.ipu_copies()
+        if copies:
+            lines.append(f"copies between IPUs: {len(copies)} "
+                         f"(bytes and cycles x runs, per direction)")
+            ways: Dict[tuple, List[float]] = {}
+            for c in copies:
+                w = ways.setdefault((c["source"], c["destination"]), [0, 0.0, 0.0])
+                w[0] += 1
+                w[1] += c["bytes"] * c["executions"]
+                w[2] += c["cycles"] * c["executions"]
+            for (a, b), (n, nb, cy) in sorted(ways.items()):
+                lines.append(f"  ipu {a} -> {b}: {n} copies{int(nb):>14,} B{int(cy):>12,} cycles")
         if self.remote_buffers:
             off = sum(b["streaming_bytes"] for b in self.remote_buffers)
             pads = sum(b["pad_bytes"] for b in self.remote_buffers)

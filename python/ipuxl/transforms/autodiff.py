@@ -444,7 +444,16 @@ def _sum_partials(parts: List[Tensor], t: Tensor) -> Tensor:
     from ..ops.sum_n import sum_n
 
     base = _base(t)
-    return sum_n(parts, name=f"GradSum_{base}", out_name=f"Gradient___{base}")
+    # On the IPU of the partial gradients (where the ops producing them run).
+    ctx = get_current_context()
+    saved = ctx._ipu_id
+    ipu = parts[0]._virtual_graph_id()
+    if ipu != -1:
+        ctx._ipu_id = ipu
+    try:
+        return sum_n(parts, name=f"GradSum_{base}", out_name=f"Gradient___{base}")
+    finally:
+        ctx._ipu_id = saved
 
 
 def _forward_reach(ops: Sequence[Op], sources: Iterable[Tensor]) -> Set[int]:
@@ -505,23 +514,14 @@ def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
         if get_opdef(op.type).stash_outputs:
             for o in op.outputs:  # PopXL-compatible stitching (see OpDef.stash_outputs)
                 value_of(o)
-        if rule is not None:
-            ctx = _grad.GradContext(op, out_grads, need, value_of, ad)
-            in_grads = rule.build(ctx)
-            if not isinstance(in_grads, (list, tuple)):
-                raise popart_exception(
-                    f"autodiff: the gradient rule of {op.type} ({op.name!r}) must return a list "
-                    f"with one entry per input, got {type(in_grads).__name__}")
-        else:
-            decomp = _grad.get_decomposition(op.type)
-            if decomp is None:
-                first = next(i for i, n in enumerate(need) if n)
-                raise NotImplementedError(
-                    f"autodiff: op {op.type} ({op.name!r}) has no gradient rule and no "
-                    f"decomposition, but a gradient reaches it and its input {first} "
-                    f"({op.inputs[first].id!r}) needs one. Register one with "
-                    f"ipuxl.grad.register_grad({op.type!r}).")
-            in_grads = _grad_through_decomposition(op, decomp, out_grads, need, value_of, ad)
+        # As PopART, an op's gradient ops run on the forward op's IPU.
+        gctx = get_current_context()
+        saved_ipu = gctx._ipu_id
+        gctx._ipu_id = op.ipu
+        try:
+            in_grads = _op_grads(op, rule, out_grads, need, value_of, ad)
+        finally:
+            gctx._ipu_id = saved_ipu
         if len(in_grads) != len(op.inputs):
             raise popart_exception(
                 f"autodiff: the gradient rule of {op.type} ({op.name!r}) returned "
@@ -545,6 +545,28 @@ def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
                 grads[id(x)] = [gx]
             else:
                 lst.append(gx)
+
+
+def _op_grads(op: Op, rule, out_grads, need, value_of, ad) -> List[Optional[Tensor]]:
+    """The input gradients of ``op``, from its rule or its decomposition."""
+    if rule is not None:
+        ctx = _grad.GradContext(op, out_grads, need, value_of, ad)
+        in_grads = rule.build(ctx)
+        if not isinstance(in_grads, (list, tuple)):
+            raise popart_exception(
+                f"autodiff: the gradient rule of {op.type} ({op.name!r}) must return a list "
+                f"with one entry per input, got {type(in_grads).__name__}")
+    else:
+        decomp = _grad.get_decomposition(op.type)
+        if decomp is None:
+            first = next(i for i, n in enumerate(need) if n)
+            raise NotImplementedError(
+                f"autodiff: op {op.type} ({op.name!r}) has no gradient rule and no "
+                f"decomposition, but a gradient reaches it and its input {first} "
+                f"({op.inputs[first].id!r}) needs one. Register one with "
+                f"ipuxl.grad.register_grad({op.type!r}).")
+        in_grads = _grad_through_decomposition(op, decomp, out_grads, need, value_of, ad)
+    return in_grads
 
 
 def _grad_through_decomposition(op: Op, decomp, out_grads, need, value_of, ad) -> List[Optional[Tensor]]:

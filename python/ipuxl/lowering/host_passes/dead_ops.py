@@ -4,6 +4,8 @@ still builds, and so validates, their kernels).
 Relies on, and checks: the op has no side effects and writes no input
 (``OpDef.side_effects``, ``modified``); liveness runs backwards from the
 graph's outputs through every read, so an op feeding anything live stays.
+Only kernel ops are skipped (the core builds a skipped op's kernel); other
+kinds (an ``ipu_copy``...) run.
 """
 from ..program import Program
 
@@ -17,7 +19,7 @@ def run(prog: Program) -> int:
         for e in reversed(prog.entries[g]):
             if e.side_effects or e.modified or any(id(t) in live for t in e.outputs):
                 live.update(id(t) for t in e.inputs if t is not None)
-            elif not e.skip:
+            elif not e.skip and e.kind == "kernel":
                 e.skip = True
                 skipped += 1
     return skipped
