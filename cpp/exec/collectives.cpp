@@ -123,7 +123,17 @@ void run_typed(const OpRecord& op, const std::vector<State*>& states,
 void run_collective(const OpRecord& op, const std::vector<State*>& states) {
   const auto groups = replica_groups(op.collective, (int)states.size());
   const DType dt = states[0]->refs[(size_t)op.in[0]].dtype;
+  const bool moves_only = op.collective.kind == CollectiveKind::AllGather ||
+                          (op.collective.kind == CollectiveKind::ReduceScatter &&
+                           op.collective.op == ReduceOp::Local);
   for (const auto& members : groups) {
+    if (dtype_is_fp8(dt)) {  // one byte per element, moved but never reduced
+      if (!moves_only)
+        throw Error(op.type + " op '" + op.name + "': cannot reduce " + dtype_name(dt) +
+                    " values (float8 collectives only move data)");
+      run_typed<uint8_t>(op, states, members);
+      continue;
+    }
     bool ok = IPUXL_DISPATCH_ALL(dt, { run_typed<scalar_t>(op, states, members); });
     if (!ok) throw Error(op.type + " op '" + op.name + "': unsupported dtype " + dtype_name(dt));
   }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "../core/fp8.hpp"
 
 namespace ipuxl {
 namespace {
@@ -219,7 +220,14 @@ std::string format_tensor(const TensorRef& t, const Fmt& f) {
   const bool summarise = f.threshold > 0 && t.nelms > f.threshold;
   auto ix = shown_indices(t.shape, summarise, std::max<int64_t>(f.edge, 0));
   std::vector<std::string> cells;
-  if (dtype_is_float(t.dtype)) {
+  if (dtype_is_fp8(t.dtype)) {
+    // The stored values (log2 scale 0), decoded: no dispatch macro has the
+    // float8 types.
+    const auto& table = t.dtype == DType::Float8_143 ? fp8::table143() : fp8::table152();
+    std::vector<double> vals;
+    visit_shown(t.shape, ix, [&](int64_t i) { vals.push_back((double)table.v[t.data[i]]); });
+    cells = format_floats(vals, f);
+  } else if (dtype_is_float(t.dtype)) {
     std::vector<double> vals;
     IPUXL_DISPATCH_FLOAT(t.dtype, {
       const scalar_t* p = t.as<scalar_t>();

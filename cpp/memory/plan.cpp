@@ -63,6 +63,20 @@ MemoryPlan plan_memory(const ProgramDesc& desc, const Aliasing& al) {
     for (int t : g.inputs) pinned[root[t]] = 1;
     for (int t : g.outputs) pinned[root[t]] = 1;
   }
+  // Tensors an op of the weight-transfer programs touches live across
+  // programs (a replica-sharded variable's shard is loaded by
+  // weights_from_host, used by the main program and stored back by
+  // weights_to_host): schedule positions within the main graph do not
+  // order them against the main program's ops.
+  for (const auto& op : desc.ops) {
+    if (op.context != ExecContext::WeightsFromHost && op.context != ExecContext::WeightsToHost &&
+        op.context != ExecContext::OptimizerFromHost)
+      continue;
+    for (int t : op.in)
+      if (t >= 0) pinned[root[t]] = 1;
+    for (int t : op.out)
+      if (t >= 0) pinned[root[t]] = 1;
+  }
   // Live range of each root: [first op that defines or uses any of its
   // aliases, last op that does], positions within its graph's schedule.
   std::vector<int64_t> first(n, INT64_MAX), last(n, -1);

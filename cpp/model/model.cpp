@@ -468,6 +468,8 @@ class Model {
       case OpKind::RemoteLoad:
       case OpKind::RemoteStore:
         return cost_remote(op, c);
+      case OpKind::Collective:
+        return cost_collective(op, c);
       case OpKind::IpuCopy: {
         // A global exchange: the source stays where its producer put it,
         // the copy lands linearly on the destination IPU (its tensor's
@@ -770,6 +772,47 @@ class Model {
       pad_map_[b] = m;
       pad_mapped_[b] = 1;
     }
+  }
+
+  // A collective across the replicas of each group (§5: GCL rings over
+  // the IPU-Links), with G replicas in a group and B bytes: all-reduce
+  // 2(G-1)/G * B / bw_link + 2(G-1) global syncs; reduce-scatter and
+  // all-gather (G-1)/G * B / bw_link + (G-1) syncs (B the unsharded size:
+  // the input of a reduce-scatter, the output of an all-gather). A
+  // reduction also adds each received slice on tile; one replica alone
+  // (G = 1) exchanges nothing.
+  void cost_collective(const OpRecord& op, OpCost& c) {
+    for (int t : op.in) ensure_linear(t);
+    for (int t : op.out) ensure_linear(t);
+    const auto& cd = op.collective;
+    int64_t g = d_.replicas;
+    if (!cd.group_of.empty()) {
+      int64_t in_group0 = 0;
+      for (int x : cd.group_of) in_group0 += x == cd.group_of[0];
+      g = in_group0;
+    }
+    const int in = op.in[0], out = op.out[0];
+    const bool gather = cd.kind == CollectiveKind::AllGather;
+    const TileMap& m = mapping(gather ? out : in);
+    c.tiles = m;
+    const int64_t bytes = (int64_t)d_.tensors[gather ? out : in].nbytes();
+    c.programs = 1;
+    if (g <= 1 || bytes <= 0) {
+      c.compute = bytes > 0 ? t_.supervisor_cycles + ceil_div(mapping(out).max_tile(),
+                                                              t_.memcpy_bytes_per_cycle) : 0;
+      c.copy_desc = t_.copy_descriptor;
+      return;
+    }
+    const int steps = cd.kind == CollectiveKind::AllReduce ? 2 : 1;
+    const double bpc = t_.link_bytes_per_second / t_.clock_hz;
+    const double moved = (double)steps * (double)(g - 1) / (double)g * (double)bytes;
+    c.exchange = steps * (g - 1) * t_.sync_global_cycles + (int64_t)std::ceil(moved / bpc);
+    const bool reduces = !gather && cd.op != ReduceOp::Local;
+    // On-tile work per ring step: add (or copy) one 1/G slice of each tile's part.
+    const int64_t per_step = ceil_div(ceil_div(m.max_tile(), g), t_.memcpy_bytes_per_cycle);
+    c.compute = steps * (g - 1) * (t_.supervisor_cycles + (reduces ? 2 : 1) * per_step);
+    c.gxcode = t_.hxc_program + t_.xc_region * (g - 1);
+    c.copy_desc = t_.copy_descriptor;
   }
 
   int64_t stream_cycles(int64_t bytes, double bytes_per_second) const {
@@ -1084,6 +1127,7 @@ class Model {
       }
       case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
       case NodeKind::RemoteStore:
+      case NodeKind::Collective:
       case NodeKind::Execute: {
         const OpCost& c = cost_[n.op];
         const int ipu = d_.ops[n.op].placement.ipu;
@@ -1297,9 +1341,12 @@ class Model {
       }
       case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
       case NodeKind::RemoteStore:
+      case NodeKind::Collective:
       case NodeKind::Execute: {
         StepRec s;
-        s.kind = n.kind == NodeKind::Execute ? "Execute" : "RemoteCopy";
+        s.kind = n.kind == NodeKind::Execute      ? "Execute"
+                 : n.kind == NodeKind::Collective ? "Collective"
+                                                  : "RemoteCopy";
         s.op = n.op;
         const auto& op = d_.ops[n.op];
         s.touched = op.in;

@@ -73,7 +73,12 @@ def test_all_gather_and_reduce_scatter():
 
 def test_collective_shapes_and_groups_are_validated():
     with pytest.raises(ValueError, match="all-gather over groups of 2 gives 10 elements"):
-        _collective_program(4, 5, 9, ALL_GATHER, ADD, (0, 1, 0, 1))
+        _collective_program(4, 5, 11, ALL_GATHER, ADD, (0, 1, 0, 1))
+    # Fewer elements: a replica-sharded tensor's meta shape drops the padding
+    # of the last shard (PopXL's output_shape="meta_shape").
+    x = np.arange(4 * 5, dtype=np.float32).reshape(4, 5)
+    eng, _, _ = _collective_program(4, 5, 9, ALL_GATHER, ADD, (0, 1, 0, 1))
+    np.testing.assert_array_equal(_run(eng, x, (4, 9))[1], np.concatenate([x[1], x[3]])[:9])
     with pytest.raises(ValueError, match="replica groups must all have the same size"):
         _collective_program(4, 5, 5, ALL_REDUCE, ADD, (0, 0, 0, 1))
     with pytest.raises(ValueError, match="names 3 replicas, the program has 4"):

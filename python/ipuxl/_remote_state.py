@@ -86,10 +86,27 @@ class RemoteVariables:
                     for r in members:
                         eng.write_remote(p.buffer, p.entry, r, value)
 
-    def read(self, host: Dict) -> None:
-        """The first replica of each group's entries -> the host arrays."""
+    def read(self, host: Dict, all_replicas: Dict = None) -> None:
+        """The first replica of each group's entries -> the host arrays (and
+        every replica's value of an ``all_replicas`` variable into
+        ``all_replicas``, as ``(replicas, *shape)``)."""
         eng = self.engine
+        R = int(eng.replicas)
         for p in self.placed:
+            if all_replicas is not None and R > 1 and p.var.retrieval_mode == "all_replicas":
+                every = np.empty((R,) + tuple(p.var.shape), p.var.dtype.as_numpy())
+                for g, members in enumerate(p.groups):
+                    for rank, r in enumerate(members):
+                        if p.num_shards:  # the group's value, put together from its shards
+                            base = rank - rank % p.num_shards
+                            rows = np.empty((p.num_shards,) + p.var._remote[0].tensor_shape,
+                                            p.var.dtype.as_numpy())
+                            for k in range(p.num_shards):
+                                eng.read_remote(p.buffer, p.entry, members[base + k], rows[k])
+                            every[r] = unshard(rows, p.var.shape)
+                        else:
+                            eng.read_remote(p.buffer, p.entry, r, every[r])
+                all_replicas[p.var] = every
             data = host[p.var]
             per_group = len(p.groups) > 1
             for g, members in enumerate(p.groups):

@@ -60,6 +60,14 @@ def save_checkpoint(session, path: Union[str, os.PathLike], tensors: TensorsArg 
     ``tensors``: Variables, ``{name: Variable}`` or a ``NamedTensors`` tree)
     to ``path``, atomically (see the module docstring)."""
     named = _named_variables(session, tensors)
+    if session.ir.replication_factor > 1:
+        for name, v in sorted(named.items()):
+            rg = v.replica_grouping
+            if v.retrieval_mode == "all_replicas" and rg is not None and rg.group_size > 1:
+                raise NotImplementedError(
+                    f"checkpoint: variable {name!r} has retrieval_mode 'all_replicas' (one value "
+                    "per replica), which a checkpoint cannot write back (PopXL's "
+                    "write_variable_data does not support it); leave it out with `tensors`")
     values = session.get_tensors_data(list(named.values()))
     arrays = {}
     meta = {"format": "ipuxl-checkpoint", "version": FORMAT_VERSION, "tensors": {}}

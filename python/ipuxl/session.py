@@ -83,9 +83,6 @@ class Session:
             raise ValueError(
                 f"The 'cpu' device does not support replication (replication_factor={rf}); "
                 "use 'ipu_model'.")
-        if rf > 1:
-            raise NotImplementedError(
-                f"Session with replication_factor={rf}: replication is not implemented yet in ipuxl")
         if not any(g._ops for g in ir._graphs.values()):
             raise RuntimeError(
                 f"The Ir {ir.id} has no graphs with ops: add ops to ir.main_graph before creating "
@@ -124,6 +121,9 @@ class Session:
         from ._remote_state import RemoteVariables
 
         self._remote = RemoteVariables(self._prog)
+        # all_replicas variables: every replica's value, from the last
+        # weights_to_host.
+        self._all_replicas: Dict[Variable, np.ndarray] = {}
         self._shadow_remote = RemoteVariables(self._shadow) if self._shadow is not None else None
         self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
@@ -151,6 +151,8 @@ class Session:
         sessions = self._ir.__dict__.setdefault("_sessions", weakref.WeakSet())
         others = list(sessions)
         sessions.add(self)
+        if int(self._engine.replicas) > 1:
+            return frozenset()  # each replica keeps its own storage
         if others:
             for s in others:
                 s._unshare()
@@ -260,15 +262,62 @@ class Session:
         for v, arr in self._host.items():
             if v._remote is not None:
                 continue
-            self._engine.write_tensor(self._prog.tensor_index[v], arr)
+            self._write_replicas(self._engine, self._prog.tensor_index[v], v, arr)
             if self._shadow is not None:
-                self._shadow.engine.write_tensor(self._shadow.tensor_index[v], arr)
+                self._write_replicas(self._shadow.engine, self._shadow.tensor_index[v], v, arr)
         self._remote.write(self._host)
         if self._shadow_remote is not None:
             self._shadow_remote.write(self._host)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
         self._failed_run = None
+
+    @staticmethod
+    def _groups_of(v: Variable, replicas: int) -> Optional[List[int]]:
+        """The host group of each replica for variable ``v`` (None: one
+        value for all replicas)."""
+        rg = v.replica_grouping
+        if rg is None or rg.num_groups <= 1:
+            return None
+        assignment = list(rg.assignment)
+        if len(assignment) != replicas:
+            raise ValueError(
+                f"variable {v.id!r}: its replica grouping covers {len(assignment)} replicas, the "
+                f"program runs {replicas}")
+        return assignment
+
+    def _write_replicas(self, engine, idx: int, v: Variable, arr: np.ndarray) -> None:
+        """The host value of ``v`` to every replica: group ``g``'s value
+        (``arr[g]``) to each replica of group ``g``."""
+        groups = self._groups_of(v, int(engine.replicas))
+        if groups is None:
+            engine.write_tensor(idx, arr)
+            return
+        for r, g in enumerate(groups):
+            engine.write_tensor(idx, np.ascontiguousarray(arr[g]), r)
+
+    def _read_replicas(self, v: Variable, arr: np.ndarray) -> None:
+        """The device value of ``v`` into its host array: the first replica
+        of each group (PopXL's one_per_group); every replica's too for an
+        ``all_replicas`` variable."""
+        idx = self._prog.tensor_index[v]
+        R = int(self._engine.replicas)
+        groups = self._groups_of(v, R)
+        if groups is None:
+            self._engine.read_tensor(idx, arr)
+        else:
+            done = set()
+            for r, g in enumerate(groups):
+                if g not in done:
+                    done.add(g)
+                    out = np.empty(v.shape, v.dtype.as_numpy())
+                    self._engine.read_tensor(idx, out, r)
+                    arr[g] = out
+        if R > 1 and v.retrieval_mode == "all_replicas":
+            every = np.empty((R,) + tuple(v.shape), v.dtype.as_numpy())
+            for r in range(R):
+                self._engine.read_tensor(idx, every[r], r)
+            self._all_replicas[v] = every
 
     def _assert_state_defined(self, what: str) -> None:
         if self._failed_run is not None:
@@ -290,8 +339,8 @@ class Session:
             if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
                 raise ValueError(f"weights_to_host: variable {v.id!r} is a read-only memmap")
             if v._remote is None:
-                self._engine.read_tensor(self._prog.tensor_index[v], arr)
-        self._remote.read(self._host)
+                self._read_replicas(v, arr)
+        self._remote.read(self._host, self._all_replicas)
         for v, arr in self._host.items():
             if arr is v._memmap_arr:
                 arr.flush()
@@ -314,11 +363,22 @@ class Session:
             self._assert_state_defined("get_tensors_data")
             self.weights_to_host()
         out = {}
+        R = self._ir.replication_factor
         for t in tensors:
             if isinstance(t, Variable):
                 if t not in self._host:  # unused variable: never reached the device
                     self._host[t] = np.array(t._host_data, copy=True)
                 host = self._host[t]
+                if R > 1 and t.retrieval_mode == "all_replicas" and \
+                        t.replica_grouping.group_size > 1:
+                    # (replicas, *shape): every replica's value, in replica order.
+                    every = self._all_replicas.get(t)
+                    if every is None:  # never read back: the host values per replica
+                        groups = self._groups_of(t, R)
+                        every = np.stack([host if groups is None else host[groups[r]]
+                                          for r in range(R)])
+                    out[t] = every.copy()
+                    continue
                 # A memory-mapped variable's host value is its file: PopXL
                 # returns the memmap itself.
                 out[t] = host if host is t._memmap_arr else host.copy()
@@ -347,11 +407,17 @@ class Session:
                 raise ValueError(
                     f"The shape of the data {data.shape} does not match the shape of variable "
                     f"{v.id} on the host {v.shape_on_host}.")
+            if v.retrieval_mode == "all_replicas" and v.replica_grouping is not None and \
+                    v.replica_grouping.group_size > 1 and self._ir.replication_factor > 1:
+                raise NotImplementedError(
+                    f'Copying to tensor {v.id} with "all_replicas" retreval mode is not yet '
+                    "supported.")
             staged[v] = data
         if self._attached and not self._host_in_sync:
             # Keep the device values of the variables not being written.
             self.weights_to_host()
         for v, data in staged.items():
+            self._all_replicas.pop(v, None)
             if v in self._host:
                 self._host[v][...] = data
             else:
@@ -462,10 +528,12 @@ class Session:
         The unfused program is re-synchronised to the fused one first, so
         rounding differences never accumulate across runs."""
         prog, sh = self._prog, self._shadow
+        R = int(self._engine.replicas)
         for v in prog.variables:
             a = np.empty(v.shape, v.dtype.as_numpy())
-            self._engine.read_tensor(prog.tensor_index[v], a)
-            sh.engine.write_tensor(sh.tensor_index[v], a)
+            for r in range(R):
+                self._engine.read_tensor(prog.tensor_index[v], a, r)
+                sh.engine.write_tensor(sh.tensor_index[v], a, r)
         self._remote.copy_to(sh.engine)
         shadow_bound = [None if a is None else a.copy() for a in bound]
         sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
@@ -473,11 +541,12 @@ class Session:
         pairs = [(f"stream {s.tensor_id!r}", bound[i], shadow_bound[i])
                  for i, s in enumerate(prog.streams) if s in self._d2h and bound[i] is not None]
         for v in prog.variables:
-            a = np.empty(v.shape, v.dtype.as_numpy())
-            b = np.empty(v.shape, v.dtype.as_numpy())
-            self._engine.read_tensor(prog.tensor_index[v], a)
-            sh.engine.read_tensor(sh.tensor_index[v], b)
-            pairs.append((f"variable {v.id!r}", a, b))
+            for r in range(R):
+                a = np.empty(v.shape, v.dtype.as_numpy())
+                b = np.empty(v.shape, v.dtype.as_numpy())
+                self._engine.read_tensor(prog.tensor_index[v], a, r)
+                sh.engine.read_tensor(sh.tensor_index[v], b, r)
+                pairs.append((f"variable {v.id!r}" + (f" (replica {r})" if R > 1 else ""), a, b))
         for bi, entries, shape, dt in self._remote.buffers:
             for r in range(int(self._engine.replicas)):
                 for e in range(entries):
@@ -557,9 +626,12 @@ class Session:
                 a = a.reshape(full)
                 ok = True
             if not ok:
+                r = self._ir.instance_replication_factor
                 raise ValueError(
                     f"Input for stream {s.tensor_id} has shape {a.shape}, expected {full} "
-                    f"(num_host_transfers={n}, stream shape {s.shape}).")
+                    f"(num_host_transfers={n}, replication_factor={r}, stream shape {s.shape}"
+                    + ("; the replica dimension comes after num_host_transfers" if r > 1 and n > 1
+                       else "; dimension 0 is the replica dimension" if r > 1 else "") + ").")
         return np.ascontiguousarray(a)
 
     @staticmethod
@@ -591,7 +663,8 @@ class Session:
         if arr.shape != full or not arr.flags.c_contiguous or not arr.flags.writeable:
             raise ValueError(
                 f"Output array for stream {s.tensor_id} must be a writable C-contiguous array "
-                f"of shape {full}, got shape {arr.shape}")
+                f"of shape {full} (num_host_transfers={n}, replication_factor="
+                f"{self._ir.instance_replication_factor}), got shape {arr.shape}")
         return arr
 
     def __repr__(self):

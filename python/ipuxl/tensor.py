@@ -622,7 +622,12 @@ def remote_variable(data: HostTensor, remote_buffer, offset: int = 0,
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode,
                    log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
     try:
-        remote_buffer.validate_tensor_matches_buffer(var)
+        # As PopART, which copies the variable's bytes into the entry: the
+        # dtype and element count must match, not the exact shape (PopXL's
+        # own tests store a (1, 1) variable in entries of shape (1,)).
+        if var.dtype != remote_buffer.tensor_dtype or \
+                var.nelms != int(np.prod(remote_buffer.tensor_shape, dtype=np.int64)):
+            remote_buffer.validate_tensor_matches_buffer(var)
     except ValueError:
         del var.graph._tensors[var.id]  # not left behind as an on-chip variable
         raise
@@ -706,5 +711,38 @@ def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype, replica_
     return buffer
 
 
-def replica_sharded_variable(*args, **kwargs):
-    raise NotImplementedError("popxl.replica_sharded_variable is not implemented yet in ipuxl")
+def replica_sharded_variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None,
+                             name: Optional[str] = None, downcast: bool = True,
+                             replica_grouping=None, shard_over: Optional[int] = None,
+                             retrieval_mode: Optional[str] = "one_per_group",
+                             log2_scale: Optional[int] = None,
+                             nan_on_overflow: Optional[bool] = None) -> Tuple[Variable, Tensor]:
+    """A variable sharded over the replicas of each group (replicated tensor
+    sharding): each replica holds one shard, ``ceil(nelms / shard_over)``
+    elements of the flattened, zero-padded value (see
+    :mod:`ipuxl._sharding`), and never the whole tensor.
+
+    As PopXL: a buffer from :func:`replica_sharded_buffer`, a
+    :func:`remote_replica_sharded_variable` in it, and a ``remote_load`` of
+    the shard in the weights-from-host program (a ``remote_store`` back in
+    the weights-to-host program).
+
+    Returns:
+        ``(variable, shard)``: the full variable, for the Session's get/set
+        data methods only (never an op's input), and the on-chip shard
+        (1-D, ``meta_shape`` the variable's shape).
+    """
+    from . import ops
+    from .context import _execution_context, get_main_graph
+
+    arr, dt = _to_host_array(data, dtype, downcast, "replica_sharded_variable", log2_scale,
+                             nan_on_overflow)
+    buffer = replica_sharded_buffer(arr.shape, dt, replica_grouping, shard_over)
+    var = remote_replica_sharded_variable(arr, buffer, 0, dt, name, downcast, replica_grouping,
+                                          retrieval_mode)
+    with get_main_graph():
+        with _execution_context("weights_from_host"):
+            shard = ops.remote_load(buffer, 0, var.name + "_rts")
+        with _execution_context("weights_to_host"):
+            ops.remote_store(buffer, 0, shard)
+    return var, shard

@@ -33,6 +33,7 @@ from .transforms import (RemoteHandle, autodiff, autodiff_with_accumulation, bat
                          set_graph_available_memory_proportion_by_ipu, disable_fc_pass,
                          enable_fc_pass)
 from . import remote, rts  # noqa: F401
+from .seed_variable import seed_variable
 from .remote import (create_remote_buffer, load_remote_graph, named_buffers,
                      named_variable_buffers, store_remote_graph)
 from .utils import OrderedDict, WeightsDict, duplicate_items, null_context, overrides, \
@@ -58,5 +59,5 @@ __all__ = [
     "batch_serialise_fwd_and_grad", "batch_serial_buffer", "RemoteHandle",
     "pipelined_execution", "recompute_graph", "add_recompute_inputs",
     "set_available_memory_proportion_by_ipu", "set_graph_available_memory_proportion_by_ipu",
-    "disable_fc_pass", "enable_fc_pass",
+    "disable_fc_pass", "enable_fc_pass", "seed_variable",
 ] + array_munging.__all__

@@ -190,8 +190,14 @@ class CallSiteInfo:
 
 
 def _create_call(kind: str, graph: Graph, parents: List[Tensor], attrs=None) -> Op:
-    return create_op(kind, parents, [n for n, _, _ in _output_specs(graph)], attrs or {},
-                     name=kind.lower(), called_graphs=[graph])
+    op = create_op(kind, parents, [n for n, _, _ in _output_specs(graph)], attrs or {},
+                   name=kind.lower(), called_graphs=[graph])
+    # As PopART's TensorInfo: a graph output's meta shape (a replica shard's
+    # whole shape) reaches the call's output.
+    for out, g_out in zip(op.outputs, graph.outputs):
+        if g_out.meta_shape:
+            out._meta_shape = tuple(g_out.meta_shape)
+    return op
 
 
 def _by_ref_inputs(ins, attrs, graphs=()):
