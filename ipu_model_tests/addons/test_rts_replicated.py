@@ -135,3 +135,19 @@ def test_seed_variable_one_seed_per_group():
         np.testing.assert_array_equal(sess.get_tensor_data(seed_v), want)
         sess.write_variable_data(seed_v, want[::-1].copy())
         np.testing.assert_array_equal(sess.run()[s][0], want[1])
+
+
+def test_numpy_integers_are_accepted_as_counts():
+    # PopXL tutorials 5 and 6 compute shard_over with NumPy
+    # (np.prod(meta_shape) // np.prod(shape)), which PopXL accepts.
+    import ipuxl.addons as addons
+
+    ir = popxl.Ir(replication=np.int64(2))
+    assert ir.replication_factor == 2 and type(ir.replication_factor) is int
+    with ir.main_graph:
+        f = addons.VariableFactory(lambda: np.zeros((4,), np.float32), popxl.float32,
+                                   name="w", shard_over=np.int64(2))
+        with pytest.raises(ValueError, match="shard_over must be a positive int"):
+            addons.VariableFactory(lambda: np.zeros((4,), np.float32), popxl.float32,
+                                   name="w", shard_over=1.5)
+    assert f.shard_over == 2 and type(f.shard_over) is int

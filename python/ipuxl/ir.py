@@ -1,5 +1,6 @@
 """``Ir``, mirroring ``popxl.Ir``: the main graph, subgraphs and program options."""
 import inspect
+import numbers
 import typing
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -22,8 +23,10 @@ class Ir:
     def __init__(self, replication: Union[int, str] = 1):
         if replication == "popdist":
             raise NotImplementedError("Ir(replication='popdist') is not supported by ipuxl")
-        if not isinstance(replication, int) or replication < 1:
+        if not isinstance(replication, numbers.Integral) or isinstance(replication, bool) \
+                or replication < 1:
             raise ValueError(f"replication must be a positive int, got {replication!r}")
+        replication = int(replication)
         self._id = _IR_COUNTER[0]
         _IR_COUNTER[0] += 1
         self._replication_factor = replication

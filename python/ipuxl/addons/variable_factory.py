@@ -12,6 +12,7 @@ second time when the factory peeks at its first sample to learn shape and
 dtype; the first ``init`` returns that peeked sample. With
 ``np.random.seed(s)`` this reproduces popxl_addons' initial weights exactly.
 """
+import numbers
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
@@ -121,8 +122,12 @@ class VariableFactory:
         if not isinstance(replica_grouping, ReplicaGrouping):
             raise TypeError("VariableFactory: replica_grouping must be a popxl.ReplicaGrouping, "
                             f"got {type(replica_grouping).__name__}")
-        if not isinstance(shard_over, int) or isinstance(shard_over, bool) or shard_over < 1:
+        # Any integral number: PopXL programs compute it with NumPy
+        # (tutorial 5: ``np.prod(var.meta_shape) // np.prod(var.shape)``).
+        if not isinstance(shard_over, numbers.Integral) or isinstance(shard_over, bool) \
+                or shard_over < 1:
             raise ValueError(f"VariableFactory: shard_over must be a positive int, got {shard_over!r}")
+        shard_over = int(shard_over)
         if shard_over > replica_grouping.group_size:
             raise ValueError(f"VariableFactory: shard_over ({shard_over}) cannot exceed the replica "
                              f"group size ({replica_grouping.group_size})")
