@@ -35,6 +35,8 @@ for line in sys.stdin:
     seed, index, mode = line.split()
     if abort_at == index:
         os.abort()
+    # The graph and its PyTorch references are drawn once for all modes
+    # (graph_fuzz.prepare caches them).
     try:
         r = graph_fuzz.run_graph(int(seed), int(index), mode)
     except Exception as e:
@@ -126,11 +128,11 @@ def main(argv=None):
         return 0
 
     modes = ("default", "off", "checked") if args.mode == "all" else (args.mode,)
-    # Interleave the modes so that a stopped campaign still covers each.
+    # One job per graph: its modes run one after the other on one worker,
+    # which draws the graph and its references once.
     jobs = queue.Queue()
     for i in range(args.start, args.start + args.n):
-        for m in modes:
-            jobs.put((args.seed, i, m))
+        jobs.put((args.seed, i))
     results = {m: collections.Counter() for m in modes}
     errors = {m: collections.Counter() for m in modes}
     failures = []
@@ -143,28 +145,32 @@ def main(argv=None):
         w = Worker(args.timeout)
         while not stop[0]:
             try:
-                seed, index, mode = jobs.get_nowait()
+                seed, index = jobs.get_nowait()
             except queue.Empty:
                 break
             if args.deadline is not None and time.time() - t0 > args.deadline:
                 break
-            r = w.run(seed, index, mode)
-            with lock:
-                results[mode][r["outcome"]] += 1
-                if r["outcome"] == "error":
-                    errors[mode][r.get("error_type", "?")] += 1
-                if r["outcome"] != "ok":
-                    r["repro"] = repro_command(r)
-                    failures.append(r)
-                    print(f"[{r['outcome']}] seed {seed} index {index} mode {mode}: "
-                          f"{r.get('error') or r.get('where')} (worst {r.get('worst')})\n"
-                          f"    repro: {r['repro']}", flush=True)
-                done[0] += 1
-                if done[0] % 1000 == 0:
-                    el = time.time() - t0
-                    print(f"... {done[0]} graphs, {done[0] / el:.1f} graphs/s, "
-                          f"{sum(len(f) and 1 for f in failures)} failures", flush=True)
+            for mode in modes:
+                record(w.run(seed, index, mode))
         w.close()
+
+    def record(r):
+        seed, index, mode = r["seed"], r["index"], r["mode"]
+        with lock:
+            results[mode][r["outcome"]] += 1
+            if r["outcome"] == "error":
+                errors[mode][r.get("error_type", "?")] += 1
+            if r["outcome"] != "ok":
+                r["repro"] = repro_command(r)
+                failures.append(r)
+                print(f"[{r['outcome']}] seed {seed} index {index} mode {mode}: "
+                      f"{r.get('error') or r.get('where')} (worst {r.get('worst')})\n"
+                      f"    repro: {r['repro']}", flush=True)
+            done[0] += 1
+            if done[0] % 1000 == 0:
+                el = time.time() - t0
+                print(f"... {done[0]} graphs, {done[0] / el:.1f} graphs/s, "
+                      f"{len(failures)} failures", flush=True)
 
     threads = [threading.Thread(target=loop) for _ in range(max(1, args.workers))]
     for t in threads:
