@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the core with AddressSanitizer and UndefinedBehaviorSanitizer into
+# build/asan (or $1) and runs a subset of the tests against it:
+#   scripts/sanitize.sh              # build + ops, engine, session tests + a short fuzz
+#   scripts/sanitize.sh build/asan -k matmul   # extra pytest arguments after the dir
+# Python itself is not instrumented: the ASan runtime is preloaded
+# (LD_PRELOAD) and leak checking is off (the interpreter's own allocations
+# at exit are not leaks of the core). Any report fails the run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:-build/asan}
+shift || true
+cd "$here"
+python3 -c "import pybind11" 2>/dev/null || \
+  python3 -m pip install --quiet --disable-pip-version-check "pybind11>=2.12" ninja cmake
+if [ ! -f "$dir/build.ninja" ]; then
+  cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DIPUXL_SANITIZE=address,undefined \
+    -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" \
+    -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
+fi
+cmake --build "$dir" -j "${JOBS:-2}"
+
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt")
+asan=$("${cxx:-c++}" -print-file-name=libasan.so)
+ubsan=$("${cxx:-c++}" -print-file-name=libubsan.so)
+export LD_PRELOAD="$asan:$ubsan"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:detect_stack_use_after_return=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+export IPUXL_CORE_DIR="$dir" PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
+# The subset: every op family, the engine, sessions (streams, checkpoints,
+# remote buffers) and a short fuzz run in each host-pass mode.
+subset=(ipu_model_tests/ops ipu_model_tests/engine ipu_model_tests/session
+        ipu_model_tests/fuzz ipu_model_tests/catalogue)
+IPUXL_FUZZ_CI_GRAPHS=${IPUXL_FUZZ_CI_GRAPHS:-40} \
+  python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@"
