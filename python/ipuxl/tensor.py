@@ -539,6 +539,11 @@ def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] =
                 by_ref: bool = False, meta_shape: Optional[Iterable[int]] = None) -> Tensor:
     """Add an input to the current graph (a subgraph)."""
     g = get_current_graph()
+    if g is g.ir.main_graph:
+        # Nothing could feed it: a Session would run with it undefined.
+        raise ValueError(
+            f"graph_input {name or 't'!r}: the main graph has no inputs; feed data with "
+            "popxl.h2d_stream and ops.host_load, or hold it in a popxl.variable")
     dt = dtypes.dtype.as_dtype(dtype)
     from ._shapes import check_shape
 
