@@ -577,6 +577,30 @@ def draw(seed: int, index: int, attempt: int = 0) -> Spec:
 
 # ---------------------------------------------------------------- backends
 
+_ROUND = {}
+
+
+def _round_both_ways(v, dtype):
+    """``v`` rounded to ``dtype`` (kept in v's dtype), and its gradient too:
+    the rounding estimate of a float16 graph stores every forward and every
+    backward value in float16, as the graph does."""
+    import torch
+
+    fn = _ROUND.get(dtype)
+    if fn is None:
+        class Round(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.to(dtype).to(x.dtype)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.to(dtype).to(g.dtype)
+
+        fn = _ROUND[dtype] = Round.apply
+    return fn(v)
+
+
 class TorchBackend:
     """Interprets a spec with torch. ``dtype``: torch.float64 for the oracle;
     for the rounding estimate torch.float32 with every result rounded to
@@ -594,7 +618,7 @@ class TorchBackend:
 
     def rnd(self, v):
         if self.round_to is not None and v.dtype != self.round_to:
-            return v.to(self.round_to).to(self.compute)
+            return _round_both_ways(v, self.round_to)
         return v
 
     def kink(self, v, at=0.0):
@@ -943,6 +967,19 @@ def _compare(got, ref, lo, tol):
     return worst, ""
 
 
+def _farther(a, b, ref):
+    """Elementwise, whichever of the estimates ``a``, ``b`` is farther from
+    ``ref`` (outputs and gradients)."""
+    def pick(x, y, r):
+        if r is None:
+            return None
+        x, y, r = (np.asarray(q, np.float64) for q in (x, y, r))
+        y = np.where(np.isfinite(y), y, r)
+        return np.where(np.abs(x - r) >= np.abs(y - r), x, y)
+    return ([pick(x, y, r) for x, y, r in zip(a[0], b[0], ref[0])],
+            [pick(x, y, r) for x, y, r in zip(a[1], b[1], ref[1])], None)
+
+
 @functools.lru_cache(maxsize=2)
 def prepare(seed: int, index: int):
     """The accepted spec for (seed, index), its seeds and references."""
@@ -959,6 +996,16 @@ def prepare(seed: int, index: int):
         lo_dt = torch.float16 if spec.dtype == np.float16 else None
         try:
             lo = torch_reference(spec, torch.float32, lo_dt, False, seeds)
+            if spec.dtype == np.float16:
+                # Also the whole computation (forward, backward and the
+                # sums of gradient partials) in float16: the estimate is
+                # the larger of the two differences from float64.
+                try:
+                    lo16 = torch_reference(spec, torch.float16, None, False, seeds)
+                except RuntimeError:  # an op PyTorch has no float16 CPU kernel for
+                    lo16 = None
+                if lo16 is not None:
+                    lo = _farther(lo, lo16, ref)
         except Reject:
             continue
         # The gradients must be in range too.
