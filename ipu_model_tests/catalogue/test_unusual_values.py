@@ -154,3 +154,45 @@ ERRORS = [
 def test_unusual_values_give_clear_errors(fn, inputs, exc, match):
     with pytest.raises(exc, match=match):
         run_graph(fn, *inputs)
+
+
+def _run_fed(build, feed):
+    feed = np.asarray(feed)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        s = popxl.h2d_stream(feed.shape, popxl.dtypes.dtype.as_dtype(feed.dtype), name="idx")
+        y = build(ops.host_load(s))
+        o = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(o, y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        return sess.run({s: feed})[o]
+
+
+def _store_then_load(i):
+    rb = popxl.remote_buffer((2,), popxl.float32, 2)
+    ops.remote_store(rb, i, popxl.constant(np.ones(2, np.float32)))
+    return ops.remote_load(rb, 0)
+
+
+# Indices that only exist at run time (fed through a stream): a clear error
+# naming the op and the buffer, and nothing read or written out of bounds.
+FED_ERRORS = [
+    ("remote_load_fed_offset_past_the_end", lambda i: ops.remote_load(popxl.remote_buffer((2,), popxl.float32, 2), i), np.int32(9), r"RemoteLoad op 'remote_load': offset 9 is out of range for remote buffer 'RB_\d+' of 2 entries"),
+    ("remote_load_fed_offset_negative", lambda i: ops.remote_load(popxl.remote_buffer((2,), popxl.float32, 2), i), np.int32(-1), r"RemoteLoad op 'remote_load': offset -1 is out of range"),
+    ("remote_store_fed_offset_past_the_end", _store_then_load, np.int32(2), r"RemoteStore op 'remote_store': offset 2 is out of range for remote buffer 'RB_\d+' of 2 entries"),
+    ("remote_store_fed_offset_huge_uint", _store_then_load, np.uint32(2 ** 31), r"RemoteStore op 'remote_store': offset 2147483648 is out of range"),
+    ("nll_loss_fed_label_huge", lambda i: ops.nll_loss(popxl.variable(np.full((2, 3), 0.3, np.float32), name="p"), i), i32(2 ** 31 - 1, 0), r"Nll op 'nll': label 2147483647 of sample 0 is outside \[0, 3\)"),
+]
+
+
+@pytest.mark.parametrize("build,feed,match", [c[1:] for c in FED_ERRORS], ids=[c[0] for c in FED_ERRORS])
+def test_fed_indices_out_of_range_are_clear_run_time_errors(build, feed, match):
+    with pytest.raises(RuntimeError, match=match):
+        _run_fed(build, feed)
+
+
+def test_fed_gather_indices_at_the_int32_limits_stay_in_bounds():
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    idx = i32(2 ** 31 - 1, -2 ** 31, 1)
+    got = _run_fed(lambda i: ops.gather(popxl.variable(data, name="d"), i, 1, zero_OOR=True), idx)
+    np.testing.assert_array_equal(got, np.where([False, False, True], data[:, [0, 0, 1]], 0))
