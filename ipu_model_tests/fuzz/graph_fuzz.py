@@ -158,7 +158,7 @@ class Generator:
 
     # -- nodes
     def node(self, body: Body, top: Body, depth: int, allow_inplace=True) -> None:
-        kinds = ["unary"] * 6 + ["binary"] * 6 + ["matmul"] * 3 + ["reduce"] * 2 + \
+        kinds = ["unary"] * 6 + ["binary"] * 6 + ["matmul"] * 3 + ["reduce"] * 2 + ["dense"] * 2 + \
             ["reshape", "transpose", "slice", "concat", "gather", "softmax", "where", "view",
              "cumsum", "pow", "squeeze", "split", "subsample", "layer_norm", "scaled_add"]
         if allow_inplace and self.inplace_ok:
@@ -241,6 +241,30 @@ class Generator:
         sa, sb = body.shapes[a], body.shapes[b]
         out = np.matmul(np.zeros(sa, np.float32), np.zeros(sb, np.float32)).shape
         body.add("matmul", [a, b], {}, [out])
+
+    def n_dense(self, body, top, depth):
+        """``x @ W + b`` (then often gelu or relu): a layer, with W and b new
+        inputs, the pattern the epilogue fusion and the weight-update
+        passes look for."""
+        x = self.pick(body, lambda s: len(s) == 2)
+        if x is None:
+            x = self.pick(body, lambda s: len(s) >= 1)
+            if x is None:
+                return self.n_matmul(body, top, depth)
+            s = body.shapes[x]
+            rows = int(np.prod(s[:-1], dtype=np.int64))
+            x = body.add("reshape", [x], {"shape": [rows, s[-1]]}, [(rows, s[-1])])[0]
+        m, k = body.shapes[x]
+        n = int(self.rng.integers(1, 9)) if self.chance(0.6) else int(self.rng.integers(9, 40))
+        w = self.new_input(body, (k, n), top)
+        y = body.add("matmul", [x, w], {}, [(m, n)])[0]
+        b = self.new_input(body, (n,) if self.chance(0.7) else (1, n), top)
+        y = body.add("add", [y, b] if self.chance(0.8) else [b, y], {}, [(m, n)])[0]
+        r = self.r(3)
+        if r == 0:
+            body.add("gelu", [y], {}, [(m, n)])
+        elif r == 1:
+            body.add("relu", [y], {}, [(m, n)])
 
     def n_reduce(self, body, top, depth):
         x = self.pick(body, lambda s: len(s) >= 1)
@@ -572,6 +596,10 @@ def draw(seed: int, index: int, attempt: int = 0) -> Spec:
                 g.n_inplace(epi, top, 1)
     epi.outputs = sorted(_terminals(epi))[-3:]
     spec.epilogue = epi
+    # Half the graphs store the gradients; the others only apply them (an
+    # SGD step), so that a gradient read by nothing but its update can be
+    # folded into it (fold_updates, fuse_input_grad_updates).
+    spec.store_grads = bool(g.chance(0.5))
     return spec
 
 
@@ -892,6 +920,9 @@ class IpuxlBackend:
         raise AssertionError(f"ipuxl backend: unknown op {op}")
 
 
+LR = 0.125  # a power of two: the step adds no rounding of its own
+
+
 def run_ipuxl(spec: Spec, seeds, mode: str, required=None):
     import ipuxl as popxl
     import ipuxl.ops as ops
@@ -926,27 +957,39 @@ def run_ipuxl(spec: Spec, seeds, mode: str, required=None):
         grads = ops.call(gi.graph, inputs_dict=bind)
         epi = be.run_body(spec.epilogue, fwd_outs)
         n_out += len(epi)
+        # An SGD step on every input that has a gradient: W = W - lr * dW
+        # (the pattern of the update-folding passes); the new values are
+        # read back after the run.
+        for k, gr in zip(required, grads):
+            ops.scaled_add_(xs[k], gr, 1.0, -LR)
         streams = []
-        for t in fwd_outs + epi + list(grads):
+        for t in fwd_outs + epi + (list(grads) if spec.store_grads else []):
             s = popxl.d2h_stream(t.shape, t.dtype)
             ops.host_store(s, t)
             streams.append(s)
     host_passes = "none" if mode == "off" else None
-    old = os.environ.get("IPUXL_CHECK_HOST_PASSES")
-    if mode == "checked":
-        os.environ["IPUXL_CHECK_HOST_PASSES"] = "1"
-    else:
-        os.environ.pop("IPUXL_CHECK_HOST_PASSES", None)
+    # checked: every run also runs the unfused program and compares; the
+    # fused input-gradient/update kernel is used at every eligible shape,
+    # not only where it was measured faster.
+    checked = {"IPUXL_CHECK_HOST_PASSES": "1", "IPUXL_FUSED_UPDATE": "always"}
+    old = {k: os.environ.get(k) for k in checked}
+    for k, v in checked.items():
+        if mode == "checked":
+            os.environ[k] = v
+        else:
+            os.environ.pop(k, None)
     try:
         with popxl.Session(ir, "ipu_model", host_passes=host_passes) as sess:
             r = sess.run()
+            updated = [np.array(sess.get_tensor_data(xs[k])) for k in required]
     finally:
-        if old is None:
-            os.environ.pop("IPUXL_CHECK_HOST_PASSES", None)
-        else:
-            os.environ["IPUXL_CHECK_HOST_PASSES"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     vals = [np.asarray(r[s]) for s in streams]
-    return vals[:n_out], vals[n_out:]
+    return vals[:n_out], vals[n_out:], updated
 
 
 # ---------------------------------------------------------------- one graph
@@ -1023,7 +1066,7 @@ def run_graph(seed: int, index: int, mode: str = "default") -> Dict[str, Any]:
            "dtype": spec.dtype.name, "ops": spec.n_ops()}
     required = [k for k, gr in enumerate(ref[1]) if gr is not None]
     try:
-        outs, grads = run_ipuxl(spec, seeds, mode, required)
+        outs, grads, updated = run_ipuxl(spec, seeds, mode, required)
     except AssertionError as e:
         if "host passes changed a result" in str(e):
             res.update(outcome="fusion_mismatch", error=str(e)[:500])
@@ -1037,7 +1080,16 @@ def run_graph(seed: int, index: int, mode: str = "default") -> Dict[str, Any]:
     tol = TOL[spec.dtype]
     worst, where = 0.0, ""
     items = [(f"output {k}", outs[k], ref[0][k], lo[0][k]) for k in range(len(outs))]
-    items += [(f"grad of x{k}", got, ref[1][k], lo[1][k]) for k, got in zip(required, grads)]
+    if spec.store_grads:
+        items += [(f"grad of x{k}", got, ref[1][k], lo[1][k]) for k, got in zip(required, grads)]
+    # The updated inputs: x - LR * grad (the estimate of the error is the
+    # gradient's, scaled, plus the rounding of x itself).
+    for k, got in zip(required, updated):
+        x = spec.inputs[k].astype(np.float64)
+        r = x - LR * np.asarray(ref[1][k], np.float64)
+        l = x - LR * np.asarray(lo[1][k], np.float64)
+        l = l + np.where(l >= r, 1, -1) * np.abs(r) * np.finfo(spec.dtype).eps
+        items.append((f"updated x{k}", got, r, l))
     for name, got, r, l in items:
         w, why = _compare(got, np.asarray(r, np.float64), np.asarray(l, np.float64), tol)
         if w > worst:
@@ -1073,6 +1125,7 @@ def describe(spec: Spec) -> str:
     lines.append("epilogue (main graph, on the outputs, not differentiated):")
     walk(spec.epilogue, "  ")
     lines.append(f"  outputs {spec.epilogue.outputs}")
+    lines.append(f"gradients {'stored and ' if spec.store_grads else ''}applied: x -= {LR} * grad")
     return "\n".join(lines)
 
 

@@ -48,11 +48,12 @@ def test_the_oracle_catches_a_wrong_result(monkeypatch):
     real = graph_fuzz.run_ipuxl
 
     def wrong(spec, seeds, mode, required=None):
-        outs, grads = real(spec, seeds, mode, required)
-        grads = [g.copy() for g in grads]
-        g = grads[0].reshape(-1)
+        outs, grads, updated = real(spec, seeds, mode, required)
+        # The first stored gradient, or else the first updated input.
+        which = [g.copy() for g in (grads if spec.store_grads else updated)]
+        g = which[0].reshape(-1)
         g[0] = g[0] + g.dtype.type(0.05) * (1 + abs(g[0]))
-        return outs, grads
+        return (outs, which, updated) if spec.store_grads else (outs, grads, which)
 
     monkeypatch.setattr(graph_fuzz, "run_ipuxl", wrong)
     outcomes = [graph_fuzz.run_graph(SEED, i, "default")["outcome"] for i in range(5)]
