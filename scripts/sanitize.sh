@@ -28,9 +28,16 @@ export LD_PRELOAD="$asan:$ubsan"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:detect_stack_use_after_return=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export IPUXL_CORE_DIR="$dir" PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
-# The subset: every op family, the engine, sessions (streams, checkpoints,
-# remote buffers) and a short fuzz run in each host-pass mode.
-subset=(ipu_model_tests/ops ipu_model_tests/engine ipu_model_tests/session
+# The subset: every op family, the engine (GEMM paths, replicas, ISA
+# levels), sessions (streams, checkpoints, remote buffers, weight sharing,
+# the reliability cases), the bad-input catalogue and a short fuzz run in
+# each host-pass mode. Left out: the timing-based kill test and the
+# 10,000-deep programs (minutes under ASan, no code of their own).
+subset=(ipu_model_tests/ops ipu_model_tests/engine
+        ipu_model_tests/session/test_session.py ipu_model_tests/session/test_streams.py
+        ipu_model_tests/session/test_reliability.py ipu_model_tests/session/test_remote_buffers.py
+        ipu_model_tests/session/test_checkpoint.py ipu_model_tests/session/test_host_weight_sharing.py
+        ipu_model_tests/session/test_determinism.py
         ipu_model_tests/fuzz ipu_model_tests/catalogue)
 IPUXL_FUZZ_CI_GRAPHS=${IPUXL_FUZZ_CI_GRAPHS:-40} \
   python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@"
