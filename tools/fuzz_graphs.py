@@ -120,6 +120,9 @@ def main(argv=None):
         import graph_fuzz
         seed, index = (int(v) for v in args.repro.split(":"))
         modes = ("default", "off", "checked") if args.mode == "all" else (args.mode,)
+        if args.json:  # --repro with --json: write a script that reruns it
+            with open(args.json, "w") as f:
+                f.write(graph_fuzz.repro_source(seed, index, modes[0]))
         spec = graph_fuzz.prepare(seed, index)[0]
         print(graph_fuzz.describe(spec))
         for m in modes:

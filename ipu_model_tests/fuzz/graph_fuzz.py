@@ -8,8 +8,10 @@ constants and a list of op nodes, some of which hold sub-bodies for
 * by :class:`IpuxlBackend`, which builds it with ``ipuxl.ops`` inside a
   graph, differentiates it with ``transforms.autodiff`` (the gradient of
   ``sum_k <out_k, seed_k>`` with respect to every input that reaches an
-  output), calls the forward and gradient graphs from the main graph and runs
-  it in a :class:`ipuxl.Session`;
+  output), calls the forward and gradient graphs from the main graph, runs
+  an epilogue of in-place ops on the forward outputs and an SGD step
+  ``x -= LR * grad`` on every input variable (half the graphs also store
+  the gradients), and runs it all in one :class:`ipuxl.Session`;
 * by :class:`TorchBackend`, in float64 (the oracle) and once more in float32
   with every op's result rounded to the graph's dtype (the rounding
   estimate), differentiated with ``torch.autograd``.
@@ -23,16 +25,20 @@ Graphs whose float64 values leave a safe range (overflow in float16, values
 too close to a kink of relu/abs/max/clip/where, ties of a max reduction) are
 redrawn from a derived seed, so every accepted graph has one right answer.
 
+Outputs, stored gradients and updated variables are all compared.
+
 ``run_graph(seed, index, mode)`` runs one graph and returns a dict with its
 outcome: ``ok``, ``mismatch`` (with the worst output), ``error`` (an
 exception raised by ipuxl for a valid graph: a bug too, reported by type)
 or ``fusion_mismatch`` (``IPUXL_CHECK_HOST_PASSES`` found that the host passes
 changed a result). ``mode``: ``default`` (host passes on), ``off``
 (``Session(host_passes="none")``) or ``checked`` (host passes on and
-compared with the unfused program on every run).
+compared with the unfused program on every run, ``IPUXL_CHECK_HOST_PASSES``,
+with the fused input-gradient/update kernel forced where eligible).
 
-``repro_source(seed, index, mode)`` renders the graph as a standalone Python
-script that builds it with ipuxl and compares it with PyTorch.
+``repro_source(seed, index, mode)`` is a script that prints the graph (as
+comments) and reruns it; ``tools/fuzz_graphs.py --repro SEED:INDEX`` does
+the same from the command line.
 """
 import functools
 import math
@@ -1131,9 +1137,7 @@ def describe(spec: Spec) -> str:
 
 def repro_source(seed: int, index: int, mode: str) -> str:
     here = os.path.dirname(os.path.abspath(__file__))
-    spec = draw(seed, index)
-    _, _, _, _, attempt = prepare(seed, index)
-    spec = draw(seed, index, attempt)
+    spec = prepare(seed, index)[0]
     return (f"# Standalone repro of fuzz graph seed={seed} index={index} mode={mode}\n"
             f"# Graph:\n" + "\n".join("#" + l for l in describe(spec).splitlines()) + "\n"
             f"import sys; sys.path.insert(0, {here!r})\n"
