@@ -32,6 +32,8 @@ CASES = [
     ("constant_int64_wraps", lambda T: popxl.constant(np.array([2 ** 33]), name="cw"), ValueError, r"constant 'cw': .*int32"),
     ("constant_of_tensor", lambda T: popxl.constant(T.f), TypeError, r"constant: data must be host data .*not a Tensor"),
     ("constant_float8_uint8", lambda T: popxl.constant(np.zeros(2, np.uint8), popxl.float8_143), TypeError, r"Type uint8 is not supported for float8 tensors"),
+    ("init_empty_but_unaddressable", lambda T: ops.init((0, 2 ** 62), popxl.float32), ValueError, r"init: shape \(0, 4611686018427387904\) is empty but its nonzero dimensions span"),
+    ("d2h_empty_but_unaddressable", lambda T: popxl.d2h_stream((0, 2 ** 62), popxl.float32, name="z"), ValueError, r"d2h_stream 'z': shape \(0, 4611686018427387904\) is empty"),
     ("tensor_spec_negative", lambda T: popxl.TensorSpec((-1,), popxl.float32), ValueError, r"TensorSpec: shape \(-1,\) has a negative dimension -1"),
     ("graph_input_in_main_graph", lambda T: popxl.graph_input((1,), popxl.float32, "gi"), ValueError, r"graph_input 'gi': the main graph has no inputs"),
     # ---- streams

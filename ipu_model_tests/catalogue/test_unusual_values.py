@@ -102,6 +102,12 @@ RESULTS = [
     ("topk_k_zero", lambda a: ops.topk(a, 0, 0, True, True)[0], (f32(3, 1),), lambda a: a[:0]),
     ("random_normal_empty", lambda a: ops.random_normal(popxl.constant(np.array([1, 2], np.uint32)), (0, 3)), (f32(1),), lambda a: np.zeros((0, 3), np.float32)),
     ("conv_empty_batch", lambda a, w: ops.conv(a, w), (np.zeros((0, 1, 3, 3), np.float32), np.ones((1, 1, 2, 2), np.float32)), lambda a, w: np.zeros((0, 1, 2, 2), np.float32)),
+    # empty tensors whose other axes are huge: nothing may be allocated for
+    # them (the reduction planned 8 TB of offsets, softmax and topk a row)
+    ("mean_over_huge_axis_of_empty", lambda a: ops.mean(a, 1), (np.empty((0, 2 ** 40), np.float32),), lambda a: np.zeros((0,), np.float32)),
+    ("sum_over_huge_axis_of_empty", lambda a: ops.sum(a, [1, 2], keepdims=True), (np.empty((0, 2 ** 20, 2 ** 20), np.float32),), lambda a: np.zeros((0, 1, 1), np.float32)),
+    ("softmax_along_huge_axis_of_empty", lambda a: ops.softmax(a, 1), (np.empty((0, 2 ** 35), np.float32),), lambda a: np.empty((0, 2 ** 35), np.float32)),
+    ("topk_along_huge_axis_of_empty", lambda a: ops.topk(a, 1, 1, True, True)[0], (np.empty((0, 2 ** 35), np.float32),), lambda a: np.empty((0, 1), np.float32)),
     ("scalar_reshape_roundtrip", lambda a: ops.reshape(ops.reshape(a, (1, 1)), ()), (np.float32(3),), lambda a: a),
     # ---- indices out of range (PopXL: gather clamps unless zero_OOR; scatter drops)
     ("gather_zero_out_of_range", lambda a: ops.gather(a, popxl.constant(i32(0, 5, -1)), 0, zero_OOR=True), (f32(1, 2, 3),), lambda a: f32(1, 0, 0)),

@@ -248,6 +248,7 @@ class Tensor:
         if raw is None or raw.dtype.kind not in "biuf":
             raise TypeError(f"cannot combine tensor {self.id!r} with {value!r}: expected a "
                             "Tensor, a number, a bool or an array of them")
+        _check_fits(raw, dt.as_numpy(), f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
         try:
             arr = np.asarray(raw, dtype=dt.as_numpy())
         except (ValueError, OverflowError) as e:
@@ -404,12 +405,14 @@ class Constant(Tensor):
 TensorLike = Union[Tensor, HostScalarTensor, Iterable]
 
 
-def _check_fits(arr: np.ndarray, want: np.dtype, what: str) -> None:
+def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = False) -> None:
     """Refuses host data that ``want`` cannot hold: finite values that would
-    become inf, integers that would wrap, NaN/inf or out-of-range floats cast
-    to an integer dtype (as Session.run refuses such feeds)."""
+    become inf (unless ``allow_inf``: an operand such as ``-1e9`` of a float16
+    mask saturates, as in PopXL), integers that would wrap, NaN/inf or
+    out-of-range floats cast to an integer dtype (as Session.run refuses such
+    feeds)."""
     if arr.size == 0 or arr.dtype.kind not in "iuf" or want.kind not in "iuf" or \
-            np.can_cast(arr.dtype, want):
+            np.can_cast(arr.dtype, want) or (allow_inf and want.kind == "f"):
         return
     if want.kind == "f":
         if arr.dtype.kind != "f" and want.itemsize >= 4:

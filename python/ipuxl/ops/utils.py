@@ -117,6 +117,12 @@ def to_tensor(value, like: Optional[Tensor] = None, dtype: Optional[dtypes.dtype
     if raw.dtype.kind not in "biuf":
         raise TypeError(f"{op}: cannot convert {value!r} (numpy dtype {raw.dtype}) to a tensor; "
                         "expected a number, a bool or an array of them")
+    if dt is not None:
+        from ..tensor import _check_fits  # noqa: PLC0415
+
+        # A value the tensor's dtype cannot hold would wrap (2**62 -> 0 in
+        # int32) or become inf: refused, as for variables and feeds.
+        _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
     try:
         arr = raw if dt is None else np.asarray(raw, dtype=dt.as_numpy())
     except (TypeError, ValueError, OverflowError):
