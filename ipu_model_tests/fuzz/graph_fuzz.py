@@ -468,8 +468,10 @@ class Generator:
         y = self.pick(body, lambda s: s == body.shapes[x])
         if y is None or self.chance(0.3):
             y = self.new_input(body, body.shapes[x], top)
-        body.add("scaled_add", [x, y], {"a": float(self.rng.uniform(-2, 2)),
-                                         "b": float(self.rng.uniform(-2, 2))}, [body.shapes[x]])
+        # The scales as the graph's dtype holds them: a float16 graph scales
+        # by float16 constants (as Poplar does), and a + b may cancel.
+        a, b = (float(self.dtype.type(self.rng.uniform(-2, 2))) for _ in range(2))
+        body.add("scaled_add", [x, y], {"a": a, "b": b}, [body.shapes[x]])
 
     def n_call(self, body, top, depth):
         args = [self.pick(body)]
