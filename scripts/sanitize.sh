@@ -25,8 +25,13 @@ cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt")
 asan=$("${cxx:-c++}" -print-file-name=libasan.so)
 ubsan=$("${cxx:-c++}" -print-file-name=libubsan.so)
 export LD_PRELOAD="$asan:$ubsan"
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:detect_stack_use_after_return=0:${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+# Reports also go to files (pytest captures the test's stderr, and an
+# aborted process leaves no captured output behind).
+reports=${IPUXL_SANITIZE_REPORTS:-$dir/reports}
+mkdir -p "$reports"
+rm -f "$reports"/asan.* "$reports"/ubsan.*
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:detect_stack_use_after_return=0:log_path=$reports/asan:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan:${UBSAN_OPTIONS:-}"
 export IPUXL_CORE_DIR="$dir" PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 # The subset: every op family, the engine (GEMM paths, replicas, ISA
 # levels), sessions (streams, checkpoints, remote buffers, weight sharing,
@@ -39,5 +44,12 @@ subset=(ipu_model_tests/ops ipu_model_tests/engine
         ipu_model_tests/session/test_checkpoint.py ipu_model_tests/session/test_host_weight_sharing.py
         ipu_model_tests/session/test_determinism.py
         ipu_model_tests/fuzz ipu_model_tests/catalogue)
+status=0
 IPUXL_FUZZ_CI_GRAPHS=${IPUXL_FUZZ_CI_GRAPHS:-40} \
-  python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@"
+  python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@" || status=$?
+if ls "$reports"/asan.* "$reports"/ubsan.* >/dev/null 2>&1; then
+  echo "sanitizer reports in $reports:"
+  cat "$reports"/asan.* "$reports"/ubsan.* 2>/dev/null | head -200
+  status=1
+fi
+exit $status

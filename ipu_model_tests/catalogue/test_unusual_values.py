@@ -75,6 +75,10 @@ RESULTS = [
     ("softmax_float16_large", lambda a: ops.softmax(a, 0), (np.array([60000, 0], np.float16),), lambda a: np.array([1, 0], np.float16)),
     ("fmod_float_by_zero", lambda a, b: ops.fmod(a, b), (f32(-7.5, 7.5, 1), f32(2, -2, 0)), lambda a, b: _np(lambda: np.fmod(a, b))),
     ("pow_negative_base_fraction", lambda a: ops.pow(a, 0.5), (f32(-4, 4),), lambda a: _np(lambda: np.power(a, 0.5))),
+    # NaN through the fast exp (exp, tanh, gelu, softmax): NaN, and no
+    # undefined behaviour on the way (UBSan found a shift of NaN's exponent)
+    ("exp_tanh_gelu_of_nan", lambda a: ops.concat([ops.exp(a), ops.tanh(a), ops.gelu(a)], 0), (f32(np.nan, 1.0, -3.0),), lambda a: np.concatenate([np.exp(a), np.tanh(a), 0.5 * a * (1 + np.tanh(0.7978845608028654 * (a + 0.044715 * a ** 3)))])),
+    ("softmax_with_nan", lambda a: ops.softmax(a, 0), (f32(np.nan, 1.0),), lambda a: f32(np.nan, np.nan)),
     ("floor_special", lambda a: ops.floor(a), (f32(-0.5, 0.5, np.inf, np.nan),), lambda a: np.floor(a)),
     ("ceil_special", lambda a: ops.ceil(a), (f32(-0.5, 0.5, -np.inf),), lambda a: np.ceil(a)),
     ("isnan_isinf", lambda a: ops.logical_or(ops.isnan(a), ops.isinf(a)), (f32(np.nan, np.inf, 1),), lambda a: np.isnan(a) | np.isinf(a)),
