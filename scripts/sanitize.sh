@@ -47,9 +47,13 @@ subset=(ipu_model_tests/ops ipu_model_tests/engine
 status=0
 IPUXL_FUZZ_CI_GRAPHS=${IPUXL_FUZZ_CI_GRAPHS:-40} \
   python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@" || status=$?
+# Warnings alone (a refused huge allocation, which the tests expect to
+# surface as MemoryError) are listed; errors fail the run.
 if ls "$reports"/asan.* "$reports"/ubsan.* >/dev/null 2>&1; then
   echo "sanitizer reports in $reports:"
   cat "$reports"/asan.* "$reports"/ubsan.* 2>/dev/null | head -200
-  status=1
+  if grep -lE "ERROR|runtime error" "$reports"/asan.* "$reports"/ubsan.* >/dev/null 2>&1; then
+    status=1
+  fi
 fi
 exit $status
