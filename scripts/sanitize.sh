@@ -49,11 +49,15 @@ IPUXL_FUZZ_CI_GRAPHS=${IPUXL_FUZZ_CI_GRAPHS:-40} \
   python3 -m pytest "${subset[@]}" -q -p no:cacheprovider -x "$@" || status=$?
 # Warnings alone (a refused huge allocation, which the tests expect to
 # surface as MemoryError) are listed; errors fail the run.
-if ls "$reports"/asan.* "$reports"/ubsan.* >/dev/null 2>&1; then
+found=$(find "$reports" -maxdepth 1 \( -name 'asan.*' -o -name 'ubsan.*' \) | sort)
+if [ -n "$found" ]; then
   echo "sanitizer reports in $reports:"
-  cat "$reports"/asan.* "$reports"/ubsan.* 2>/dev/null | head -200
-  if grep -lE "ERROR|runtime error" "$reports"/asan.* "$reports"/ubsan.* >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  cat $found | head -200
+  # shellcheck disable=SC2086
+  if grep -qE "ERROR|runtime error" $found; then
     status=1
   fi
 fi
+echo "sanitize.sh: exit status $status"
 exit $status
