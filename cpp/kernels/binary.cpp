@@ -18,7 +18,7 @@ C safe_div(C x, C y) {
     // leaves the value undefined, we define it as 0.
     if (y == 0) return 0;
     if constexpr (std::is_signed_v<C>) {
-      if (y == (C)-1) return (C)(0 - x);
+      if (y == (C)-1) return wrap_neg(x);  // MIN / -1 wraps to MIN (0 - x overflowed: UB)
     }
     return x / y;
   } else {

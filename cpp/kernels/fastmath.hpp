@@ -48,6 +48,10 @@ inline float exp(float x) {
   xc = xc > hi ? hi : xc;
   float fn;
   const float p = exp_reduced(xc, fn);
+  // NaN input: p is NaN and carries it to the result; n must still be a
+  // number (converting NaN to int, and shifting the negative result, is
+  // undefined behaviour; UBSan reported it).
+  fn = fn == fn ? fn : 0.0f;
   // 2^n as two factors so that n = 128 and n = -126 stay representable.
   int32_t n = (int32_t)fn;
   int32_t n1 = n >> 1, n2 = n - n1;
@@ -85,6 +89,7 @@ inline float gelu_tanh(float x) {
   z = z < -88.0f ? -88.0f : z;
   float fn;
   const float p = exp_reduced(z, fn);
+  fn = fn == fn ? fn : 0.0f;  // NaN x: p is NaN already; keep the shift defined
   const float e = p * as_float(((int32_t)fn + 127) << 23);  // n in [-127, 127]
   const float out = x / (1.0f + e);
   return tail ? x * 0.0f : out;

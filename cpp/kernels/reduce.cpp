@@ -92,7 +92,10 @@ ReducePlan make_plan(const OpDesc& d, const TensorRef& in, const TensorRef& out,
   p.n_out = shape_nelms(kept_dims);
   p.n_red = shape_nelms(red_dims);
   p.out_base = enumerate_offsets(kept_dims, kept_st);
-  p.red_off = enumerate_offsets(red_dims, red_st);
+  // No output element: nothing is read (the input is empty), however many
+  // elements the reduced axes would span; their offsets would only cost
+  // memory (a (0, 2**40) input reduced over axis 1 asked for 8 TB).
+  if (p.n_out > 0) p.red_off = enumerate_offsets(red_dims, red_st);
   return p;
 }
 

@@ -47,6 +47,7 @@ std::unique_ptr<Kernel> topk_factory(const OpDesc& d) {
     using C = ct_t<T>;
     k = make_kernel(
         [=](RunContext&) {
+          if (outer == 0 || inner == 0) return;  // empty: no row to sort
           const T* I = in->as<T>();
           T* V = vals->as<T>();
           int32_t* X = idxs->as<int32_t>();

@@ -87,6 +87,22 @@ def _install_blas(mod) -> str:
     return f"ipuxl packed GEMM ({mod.isa()}) or scipy-openblas32 per shape ({cands[0]})"
 
 
+def _check_settings() -> None:
+    """The core reads these settings lazily (some only for a shape that asks);
+    a typo would be ignored silently, so they are checked at import, as
+    ``IPUXL_ISA`` is."""
+    choices = {"IPUXL_GEMM": ("auto", "core", "blas"),
+               "IPUXL_FUSED_UPDATE": ("auto", "always", "never")}
+    for name, allowed in choices.items():
+        v = os.environ.get(name)
+        if v and v not in allowed:
+            raise ValueError(f"{name}={v} is not one of {', '.join(allowed)}")
+    v = os.environ.get("IPUXL_NUM_THREADS")
+    if v and not (v.strip().isdigit() and int(v) > 0):
+        raise ValueError(f"IPUXL_NUM_THREADS={v} is not a positive integer")
+
+
+_check_settings()
 core = _load_core()
 isa = core.isa()  # the instruction-set level: raises ValueError for a bad IPUXL_ISA
 blas_backend = _install_blas(core)

@@ -28,9 +28,15 @@ def check_shape(what: str, shape, itemsize: int = 1) -> Tuple[int, ...]:
             raise ValueError(f"{what}: shape {tuple(dims)} has a negative dimension {d}")
         out.append(int(d))
     n = 1
+    span = 1  # as NumPy counts: an empty tensor may still not be addressable
     for d in out:
         n *= d  # Python ints: no overflow while checking
-    if n * max(int(itemsize), 1) > _MAX_BYTES:
+        span *= max(d, 1)
+    if span * max(int(itemsize), 1) > _MAX_BYTES:
+        if n == 0:
+            raise ValueError(f"{what}: shape {tuple(out)} is empty but its nonzero dimensions "
+                             f"span {span} elements, too many to address (at most "
+                             f"{_MAX_BYTES // max(int(itemsize), 1)} of this dtype)")
         raise ValueError(f"{what}: shape {tuple(out)} has {n} elements, too many to address "
                          f"(at most {_MAX_BYTES // max(int(itemsize), 1)} of this dtype)")
     return tuple(out)

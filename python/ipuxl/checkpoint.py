@@ -103,7 +103,24 @@ def save_checkpoint(session, path: Union[str, os.PathLike], tensors: TensorsArg 
 
 
 def read_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
-    """The arrays of a checkpoint file, by name, checked against its metadata."""
+    """The arrays of a checkpoint file, by name, checked against its metadata.
+    A file that is not a readable checkpoint (not an archive, truncated,
+    holding pickled objects) raises ValueError naming the file."""
+    import zipfile
+
+    try:
+        return _read_checkpoint(path)
+    except (zipfile.BadZipFile, EOFError, KeyError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"checkpoint {os.fspath(path)!r}: not a readable ipuxl checkpoint "
+                         f"({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        if str(e).startswith("checkpoint "):
+            raise
+        raise ValueError(f"checkpoint {os.fspath(path)!r}: not a readable ipuxl checkpoint "
+                         f"({e})") from None
+
+
+def _read_checkpoint(path) -> Dict[str, np.ndarray]:
     with np.load(os.fspath(path), allow_pickle=False) as z:
         if _META not in z.files:
             raise ValueError(f"checkpoint {os.fspath(path)!r}: not an ipuxl checkpoint (no "

@@ -71,6 +71,8 @@ def _check_writable(op_type: str, t: Optional["Tensor"]) -> None:
     from .tensor import Constant
 
     seen = 0
+    unsupported = None  # a view materialised as a copy: reported unless the
+    # storage is a constant, which is the user's error and reported first
     while t is not None and seen < 1_000_000:
         if isinstance(t, Constant):
             raise ValueError(
@@ -78,16 +80,20 @@ def _check_writable(op_type: str, t: Optional["Tensor"]) -> None:
                 "constants cannot be written. Use a variable, or the out-of-place op.")
         src = t.producer
         if src is None:
-            return
-        if src.attrs.get("_view_copy"):
-            raise NotImplementedError(
+            break
+        if src.attrs.get("_view_copy") and unsupported is None:
+            unsupported = NotImplementedError(
                 f"{op_type}: modifying {t.id!r}, which is (a view of) the result of the in-place "
                 f"view {src.type} {src.name!r}, is not supported by ipuxl; use the out-of-place "
                 "op and write the result back explicitly")
         idx = src.outputs.index(t) if t in src.outputs else -1
         nxt = [src.inputs[i] for o, i in src.aliases if o == idx]
+        if not nxt and src.attrs.get("_view_copy") and src.inputs:
+            nxt = [src.inputs[0]]  # the viewed tensor, to find a constant behind it
         t = nxt[0] if nxt else None
         seen += 1
+    if unsupported is not None:
+        raise unsupported
 
 
 OutputSpec = Union[str, Tuple[str, Sequence[int], dtypes.dtype]]

@@ -355,7 +355,8 @@ class Session:
         tensors = list(tensors)
         for t in tensors:
             if not isinstance(t, (Variable, Constant)):
-                raise TypeError(f"Tensor {t.id} is not of type Constant or Variable.")
+                raise TypeError(f"Tensor {getattr(t, 'id', repr(t)[:60])} is not of type Constant "
+                                "or Variable.")
             if t.ir is not self._ir:
                 raise ValueError(f"Tensor {t.id} does not belong to this session's Ir")
         if any(isinstance(t, Variable) for t in tensors) and self._attached \
@@ -472,6 +473,10 @@ class Session:
         self._assert_attached("run")
         inputs = {} if inputs is None else inputs
         outputs = {} if outputs is None else outputs
+        for what, m in (("inputs", inputs), ("outputs", outputs)):
+            if not isinstance(m, Mapping):
+                raise TypeError(f"Session.run: {what} must be a mapping {{stream: numpy array}}, "
+                                f"got {type(m).__name__}")
         prog = self._prog
         bound: List[Optional[np.ndarray]] = [None] * len(prog.streams)
         if len(inputs) != len(self._h2d) or not self._h2d.issuperset(inputs):

@@ -77,6 +77,8 @@ class Tensor:
                 producer: Optional["Op"] = None, meta_shape: Tuple[int, ...] = ()):
         if not isinstance(dtype, dtypes.dtype):
             raise TypeError(f"dtype must be a popxl dtype, got {dtype!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"tensor name must be a str, got {name!r} ({type(name).__name__})")
         for d in shape:
             if d < 0:
                 raise ValueError(f"tensor {name!r}: negative dimension in shape {shape}")
@@ -319,7 +321,18 @@ class Tensor:
         if isinstance(value, Tensor):
             return value
         dt = self._dtype if dtype is None else dtype
-        arr = np.asarray(value, dtype=dt.as_numpy())
+        # Only numbers and bools: None would become NaN, complex values lose
+        # their imaginary part, strings and dates are not numbers.
+        raw = None if value is None else np.asarray(value)
+        if raw is None or raw.dtype.kind not in "biuf":
+            raise TypeError(f"cannot combine tensor {self.id!r} with {value!r}: expected a "
+                            "Tensor, a number, a bool or an array of them")
+        _check_fits(raw, dt.as_numpy(), f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
+        try:
+            arr = np.asarray(raw, dtype=dt.as_numpy())
+        except (ValueError, OverflowError) as e:
+            raise TypeError(f"cannot convert {value!r} to {dt.name} for tensor {self.id!r}: "
+                            f"{e}") from None
         if arr.size == 0:
             raise ValueError(f"cannot turn the empty value {value!r} into a tensor")
         return constant(arr, dt)
@@ -365,7 +378,8 @@ class Tensor:
         return self._ops().fmod(self._ensure_tensor(o), self)
 
     def __pow__(self, o):
-        return self._ops().pow(self, o if isinstance(o, (int, float)) else self._ensure_tensor(o))
+        return self._ops().pow(self, o if isinstance(o, (int, float, Tensor)) else
+                               self._ensure_tensor(o))
 
     def __rpow__(self, o):
         return self._ops().pow(self._ensure_tensor(o), self)
@@ -470,6 +484,44 @@ class Constant(Tensor):
 TensorLike = Union[Tensor, HostScalarTensor, Iterable]
 
 
+def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = False) -> None:
+    """Refuses host data that ``want`` cannot hold: finite values that would
+    become inf (unless ``allow_inf``: an operand such as ``-1e9`` of a float16
+    mask saturates, as in PopXL), integers that would wrap, NaN/inf or
+    out-of-range floats cast to an integer dtype (as Session.run refuses such
+    feeds)."""
+    if arr.size == 0 or arr.dtype.kind not in "iuf" or want.kind not in "iuf" or \
+            np.can_cast(arr.dtype, want) or (allow_inf and want.kind == "f"):
+        return
+    if want.kind == "f":
+        if arr.dtype.kind != "f" and want.itemsize >= 4:
+            return
+        a = arr.astype(np.float64)
+        finite = a[np.isfinite(a)]
+        bad = finite[np.abs(finite) > np.finfo(want).max]
+        why = "they would become inf"
+    else:
+        info = np.iinfo(want)
+        if arr.dtype.kind == "f":
+            bad = arr[~np.isfinite(arr) | (arr < info.min) | (arr > info.max)]
+        elif np.can_cast(arr.dtype, want):
+            return
+        else:
+            bad = arr[(arr < info.min) | (arr > info.max)]
+        why = "they would wrap" if arr.dtype.kind != "f" else "an integer dtype cannot hold them"
+    if bad.size:
+        raise ValueError(f"{what}: {bad.size} value(s) of the {arr.dtype} data, such as "
+                         f"{bad.flat[0].item()!r}, are outside the range of {want} ({why}). "
+                         "Scale the data, or use a wider dtype.")
+
+
+def _host_asarray(data, what: str, dtype=None) -> np.ndarray:
+    try:
+        return np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise type(e)(f"{what}: cannot convert the data to an array: {e}") from None
+
+
 def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: str,
                    log2_scale: Optional[int] = None,
                    nan_on_overflow: Optional[bool] = None) -> Tuple[np.ndarray, dtypes.dtype]:
@@ -487,14 +539,26 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
                                "dtypes popxl.float8_143 and popxl.float8_152")
         if isinstance(data, np.memmap) and data.dtype == dt.as_numpy():
             return data, dt  # the file is the host copy, as in PopXL
-        return aligned_copy(data, dt.as_numpy()), dt
-    arr = data if isinstance(data, np.memmap) else np.asarray(data)
+        if not isinstance(data, np.ndarray) or data.dtype.kind in "iuf":
+            src = data if isinstance(data, np.ndarray) else _host_asarray(data, what)
+            if src.dtype.kind in "iuf":
+                _check_fits(src, dt.as_numpy(), what)
+                data = src
+        try:
+            return aligned_copy(data, dt.as_numpy()), dt
+        except (TypeError, ValueError, OverflowError) as e:
+            raise type(e)(f"{what}: cannot convert the data to {dt.name}: {e}") from None
+    arr = data if isinstance(data, np.memmap) else _host_asarray(data, what)
     if arr.dtype == object:
         raise TypeError(f"{what}: cannot convert {type(data).__name__} to a tensor")
-    dt = dtypes.dtype.as_dtype(arr.dtype)
+    try:
+        dt = dtypes.dtype.as_dtype(arr.dtype)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
     if downcast:
         dt2 = dtypes._downcast(dt)
         if dt2 is not dt:
+            _check_fits(arr, dt2.as_numpy(), what)
             return aligned_copy(arr, dt2.as_numpy()), dt2
     if not isinstance(arr, np.memmap):
         arr = aligned_copy(arr)  # the Ir's own copy, which a Session may share
@@ -514,7 +578,8 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         raise ValueError(
             f"popxl.variable can only be created in the main graph, not in {g.name!r}. "
             "Pass it to subgraphs as an input.")
-    arr, dt = _to_host_array(data, dtype, downcast, "variable", log2_scale, nan_on_overflow)
+    arr, dt = _to_host_array(data, dtype, downcast, f"variable {name!r}" if name else "variable",
+                             log2_scale, nan_on_overflow)
     if retrieval_mode not in (None, "one_per_group", "all_replicas"):
         raise ValueError(f"retrieval_mode must be 'one_per_group' or 'all_replicas', got {retrieval_mode!r}")
     if replica_grouping is None:
@@ -545,7 +610,8 @@ def constant(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
                                                          dtypes.np_dtype_float8_152):
         raise TypeError("constant: float8 data needs an explicit dtype (popxl.float8_143 or "
                         "popxl.float8_152)")
-    arr, dt = _to_host_array(data, dtype, downcast, "constant", log2_scale, nan_on_overflow)
+    arr, dt = _to_host_array(data, dtype, downcast, f"constant {name!r}" if name else "constant",
+                             log2_scale, nan_on_overflow)
     t = Constant._create(g, name or "t", arr.shape, dt)
     t._host_data = np.array(arr, order="C", copy=True)  # keeps 0-d arrays 0-d
     return t
@@ -555,6 +621,11 @@ def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] =
                 by_ref: bool = False, meta_shape: Optional[Iterable[int]] = None) -> Tensor:
     """Add an input to the current graph (a subgraph)."""
     g = get_current_graph()
+    if g is g.ir.main_graph:
+        # Nothing could feed it: a Session would run with it undefined.
+        raise ValueError(
+            f"graph_input {name or 't'!r}: the main graph has no inputs; feed data with "
+            "popxl.h2d_stream and ops.host_load, or hold it in a popxl.variable")
     dt = dtypes.dtype.as_dtype(dtype)
     from ._shapes import check_shape
 

@@ -116,12 +116,27 @@ def to_tensor(value, like: Optional[Tensor] = None, dtype: Optional[dtypes.dtype
     if isinstance(value, Tensor):
         return value
     dt = dtype if dtype is not None else (like.dtype if like is not None else None)
+    if value is None:
+        raise TypeError(f"{op}: cannot convert None to a tensor")
     try:
-        arr = np.asarray(value, dtype=None if dt is None else dt.as_numpy())
+        raw = np.asarray(value)
     except (TypeError, ValueError):
         raise TypeError(f"{op}: cannot convert {value!r} to a tensor") from None
-    if arr.dtype == object:
-        raise TypeError(f"{op}: cannot convert {value!r} to a tensor")
+    # Only numbers and bools become constants: complex values would lose
+    # their imaginary part, dates and strings have no meaning as numbers.
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: cannot convert {value!r} (numpy dtype {raw.dtype}) to a tensor; "
+                        "expected a number, a bool or an array of them")
+    if dt is not None:
+        from ..tensor import _check_fits  # noqa: PLC0415
+
+        # A value the tensor's dtype cannot hold would wrap (2**62 -> 0 in
+        # int32) or become inf: refused, as for variables and feeds.
+        _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
+    try:
+        arr = raw if dt is None else np.asarray(raw, dtype=dt.as_numpy())
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{op}: cannot convert {value!r} to a tensor") from None
     return constant(arr, dt)
 
 

@@ -1,0 +1,89 @@
+"""A short run of the random-graph fuzzer (graph_fuzz.py) in each mode: every
+graph's forward outputs and gradients must match PyTorch float64, with host
+passes on, off, and checked against the unfused program. The long campaign
+is tools/fuzz_graphs.py (docs/fuzzing.md)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import graph_fuzz  # noqa: E402
+
+N = int(os.environ.get("IPUXL_FUZZ_CI_GRAPHS", "150"))
+SEED = 20261126
+
+
+@pytest.mark.parametrize("mode", graph_fuzz.MODES)
+def test_random_graphs_match_pytorch(mode):
+    bad = []
+    for i in range(N):
+        r = graph_fuzz.run_graph(SEED, i, mode)
+        if r["outcome"] != "ok":
+            bad.append(f"{r}\n  repro: python3 tools/fuzz_graphs.py --repro {SEED}:{i} "
+                       f"--mode {mode}")
+    assert not bad, "\n".join(bad[:5])
+
+
+@pytest.mark.parametrize("seed,index", [
+    (2026, 1166),  # float16 gradient sum that cancels: the estimate rounds gradients too
+    (2026, 4511),  # float16 scaled_add with a + b ~ 0: the scales are float16 values
+])
+def test_float16_cancellation_is_within_the_estimated_rounding(seed, index):
+    for mode in graph_fuzz.MODES:
+        r = graph_fuzz.run_graph(seed, index, mode)
+        assert r["outcome"] == "ok", r
+
+
+def test_graphs_are_reproducible_and_varied():
+    a = graph_fuzz.describe(graph_fuzz.prepare(7, 3)[0])
+    b = graph_fuzz.describe(graph_fuzz.prepare(7, 3)[0])
+    assert a == b
+    ops = set()
+    dtypes = set()
+    for i in range(120):
+        spec = graph_fuzz.prepare(5, i)[0]
+        dtypes.add(spec.dtype.name)
+        ops.update(line.split("= ")[1].split("(")[0] for line in
+                   graph_fuzz.describe(spec).splitlines() if "= " in line)
+    for op in ("matmul", "call", "repeat", "gather", "softmax", "where", "concat", "slice",
+               "transpose", "reshape", "relu_", "sum", "max"):
+        assert op in ops, f"the generator never drew {op} in 120 graphs"
+    assert dtypes == {"float16", "float32"}
+
+
+def test_the_oracle_catches_a_wrong_result(monkeypatch):
+    # The comparison is not vacuous: perturb one gradient and it must fail.
+    real = graph_fuzz.run_ipuxl
+
+    def wrong(spec, seeds, mode, required=None):
+        outs, grads, updated = real(spec, seeds, mode, required)
+        # The first stored gradient, or else the first updated input.
+        which = [g.copy() for g in (grads if spec.store_grads else updated)]
+        g = which[0].reshape(-1)
+        g[0] = g[0] + g.dtype.type(0.05) * (1 + abs(g[0]))
+        return (outs, which, updated) if spec.store_grads else (outs, grads, which)
+
+    monkeypatch.setattr(graph_fuzz, "run_ipuxl", wrong)
+    outcomes = [graph_fuzz.run_graph(SEED, i, "default")["outcome"] for i in range(5)]
+    assert outcomes == ["mismatch"] * 5, outcomes
+
+
+def test_campaign_tool_counts_a_crash_and_carries_on(tmp_path):
+    # A worker that dies mid-graph is a crash of that graph (with its seed);
+    # a fresh worker runs the rest.
+    import json
+    import subprocess
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    env = dict(os.environ, IPUXL_FUZZ_ABORT_AT="2")
+    out = tmp_path / "summary.json"
+    p = subprocess.run([sys.executable, os.path.join(root, "tools", "fuzz_graphs.py"), "--n", "4",
+                        "--seed", "9", "--mode", "off", "--workers", "1", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    s = json.loads(out.read_text())
+    assert s["modes"]["off"] == {"graphs": 4, "ok": 3, "crashes": 1, "mismatches": 0,
+                                 "fusion_mismatches": 0, "errors": {}, "harness_errors": 0}
+    assert s["failures"][0]["index"] == 2 and "--repro 9:2 --mode off" in s["failures"][0]["repro"]
