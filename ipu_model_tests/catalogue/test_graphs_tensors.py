@@ -59,7 +59,7 @@ CASES = [
     ("tensor_index_float_tensor", lambda T: T.f[T.fidx], TypeError, r"Not a valid type: Constant. Value: Tensor\[fidx"),
     ("tensor_item_assignment", lambda T: exec("T.f[0] = 1.0", {"T": T}), TypeError, r"does not support item assignment"),
     ("tensor_of_other_graph", lambda T: T.ir.create_graph(lambda x: ops.add(x, T.f), T.f.spec), ValueError, r"add: tensor 'f' \(rhs\) is in graph 'main' but the current graph is"),
-    ("tensor_ipu_undefined", lambda T: T.f.ipu, popxl.errors.UndefinedValue, r"Tensor f has no producer, so its ipu is undefined"),
+    ("tensor_ipu_undefined", lambda T: T.f.ipu, popxl.errors.UndefinedValue, r"IPU is undefined \('f' has no producer"),
     ("op_outside_any_graph", lambda T: ops.relu(popxl.Ir().main_graph and T.f) if False else _outside(T), RuntimeError, r"no graph has been selected"),
     # ---- graphs and calls
     ("create_graph_not_callable", lambda T: T.ir.create_graph(3), TypeError, r"Callable `fn` must be a function or a popxl.Module, got int"),
