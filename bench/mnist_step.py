@@ -58,6 +58,8 @@ import time
 
 import numpy as np
 
+from _peer import Peer  # bench/ is on sys.path when a script here runs
+
 LAYERS = (784, 512, 512, 512, 10)
 LR = 0.05
 INIT_STD = 0.02
@@ -469,36 +471,6 @@ def _profile(model, data, n):
             "counts": dict(eng.program_counts()), "describe": eng.describe()}
 
 
-class Peer:
-    """Driver-side handle of a worker process."""
-
-    def __init__(self, name, opts, ctx):
-        self.name = name
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker, args=(name, child, opts), daemon=True)
-        self.proc.start()
-        child.close()
-        hello = self.conn.recv()
-        self.note, self.version = hello["note"], hello["version"]
-
-    def call(self, *cmd):
-        self.conn.send(cmd)
-        r = self.conn.recv()
-        if isinstance(r, dict) and "error" in r:
-            raise RuntimeError(r["error"])
-        return r
-
-    def close(self):
-        if self.proc.is_alive():
-            try:
-                self.conn.send(("exit",))
-            except (BrokenPipeError, OSError):
-                pass
-            self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.terminate()
-
-
 # --------------------------------------------------------------------------- driver
 
 def check(peers, args, ctx, opts):
@@ -538,7 +510,7 @@ def measure_rss(names, args, ctx, opts):
     step, run --rss-steps steps. 'python+numpy' is the bare worker."""
     out = {}
     for name in names:
-        p = Peer(name, opts, ctx)
+        p = Peer(name, opts, ctx, worker)
         try:
             if p.note is None:
                 p.call("setup", args.batch_small)
@@ -549,7 +521,7 @@ def measure_rss(names, args, ctx, opts):
     # ipuxl again with PopXL's separate host copy of the weights (the peer
     # above shares them: Session(..., share_host_weights=True)).
     if "ipuxl" in out:
-        p = Peer("ipuxl", dict(opts, share_host_weights=False), ctx)
+        p = Peer("ipuxl", dict(opts, share_host_weights=False), ctx, worker)
         try:
             p.call("setup", args.batch_small)
             p.call("run", args.batch_small, args.rss_steps)
@@ -666,7 +638,7 @@ def main(argv=None) -> int:
                                        " intra_op_parallelism_threads=1").strip()
     compile_bytecode()
     ctx = mp.get_context("spawn")  # fresh interpreters: no imports shared with the driver
-    peers = [Peer(n, opts, ctx) for n in wanted]
+    peers = [Peer(n, opts, ctx, worker) for n in wanted]
     skipped = {p.name: p.note for p in peers if p.note}
     peers = [p for p in peers if p.note is None]
     names = [p.name for p in peers]

@@ -56,6 +56,8 @@ import time
 
 import numpy as np
 
+from _peer import Peer  # bench/ is on sys.path when a script here runs
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 LR = 0.05
@@ -389,34 +391,6 @@ def worker(name, conn, opts):
     conn.close()
 
 
-class Peer:
-    def __init__(self, name, opts, ctx):
-        self.name = name
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker, args=(name, child, opts), daemon=True)
-        self.proc.start()
-        child.close()
-        hello = self.conn.recv()
-        self.note, self.version = hello["note"], hello["version"]
-
-    def call(self, *cmd):
-        self.conn.send(cmd)
-        r = self.conn.recv()
-        if isinstance(r, dict) and "error" in r:
-            raise RuntimeError(r["error"])
-        return r
-
-    def close(self):
-        if self.proc.is_alive():
-            try:
-                self.conn.send(("exit",))
-            except (BrokenPipeError, OSError):
-                pass
-            self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.terminate()
-
-
 # --------------------------------------------------------------------------- driver
 
 def reference(size, n, opts):
@@ -500,7 +474,7 @@ def main(argv=None) -> int:
     from mnist_step import compile_bytecode, print_profile  # noqa: PLC0415
     compile_bytecode()
     ctx = mp.get_context("spawn")
-    peers = [Peer(n, opts, ctx) for n in wanted]
+    peers = [Peer(n, opts, ctx, worker) for n in wanted]
     skipped = {p.name: p.note for p in peers if p.note}
     peers = [p for p in peers if p.note is None]
     names = [p.name for p in peers]
