@@ -16,7 +16,6 @@ of it) for each R.
 """
 import argparse
 import os
-import platform
 import sys
 import time
 
@@ -26,18 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import ipuxl as popxl  # noqa: E402
 import mnist_data_parallel as dp  # noqa: E402
+from fma_peak import cpu_model  # noqa: E402  (bench/ is on sys.path)
 from ipuxl.profile import profile_ir  # noqa: E402
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None):
@@ -75,7 +64,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             s.run(feeds)
             times.append(time.perf_counter() - t0)
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical CPUs; "
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; "
           f"load average {os.getloadavg()[0]:.1f}")
     mode = f"{a.per_replica} images per replica" if a.per_replica else \
         f"global batch {a.global_batch}"

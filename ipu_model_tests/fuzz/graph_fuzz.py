@@ -278,10 +278,8 @@ class Generator:
             return self.n_unary(body, top, depth)
         s = body.shapes[x]
         op = REDUCE[self.r(len(REDUCE))]
-        if op == "max":
-            # Ties have no unique gradient: only of inputs (random normal)
-            # or of values the kink check can see.
-            pass
+        # max: ties have no unique gradient; they arise only from random
+        # normal inputs (never equal) or values the kink check can see.
         axes = sorted({self.r(len(s)) for _ in range(1 + self.r(len(s)))})
         if self.chance(0.2):
             axes = list(range(len(s)))
