@@ -487,3 +487,18 @@ def test_gelu_grad_kernel_at_large_magnitudes():
     ref = np.nan_to_num(xt.grad.numpy())  # torch's own formula gives NaN at +-3e38
     np.testing.assert_allclose(g[:-1], ref, rtol=2e-5, atol=1e-6)
     assert np.isnan(g[-1])
+
+
+def test_swish_float16_gradient_in_the_tails():
+    # Regression (fuzz graph 2026:20711): the float16 rule evaluated the
+    # sigmoid as (1 + tanh(x/2)) / 2 in float16, which cancels to 0 once
+    # tanh rounds to -1 (x < -8), so swish'(-10) = -4.1e-4, a float16 number,
+    # came out 0. Each gradient must be within a few float16 ulps of its own
+    # value, not of the largest one.
+    x = np.array([-16.0, -12.0, -10.0, -9.0, -6.0, -1.28, 0.0, 1.0, 6.0, 10.0, 16.0], np.float16)
+    seeds = [np.ones(x.shape, np.float16)]
+    _, (g,) = grads_of(ops.swish, x, seeds=seeds)
+    t = torch.tensor(x.astype(np.float64), requires_grad=True)
+    (ref,) = torch.autograd.grad(F.silu(t).sum(), [t])
+    ref = ref.numpy()
+    assert np.all(np.abs(g.astype(np.float64) - ref) <= 4e-3 * np.abs(ref) + 1e-7), (g, ref)

@@ -305,16 +305,22 @@ def _relu_grad(ctx):
 
 
 def _sigmoid(x: Tensor) -> Tensor:
-    # sigmoid(x) = (1 + tanh(x/2)) / 2: no exp overflow for any x.
-    return 0.5 + 0.5 * tanh(x * 0.5)
+    """sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|):
+    no overflow for any x, and accurate in both tails (the tanh form
+    (1 + tanh(x/2)) / 2 cancels to 0 once tanh rounds to -1, at x < -8 in
+    float16, though sigmoid(-10) = 4.5e-5 is a float16 number)."""
+    o = _ops()
+    e = exp(negate(o.abs(x)))
+    return o.where(_less(x, 0.0), e, to_tensor(1.0, like=x, op="swish")) / (1.0 + e)
 
 
 @register_grad("Swish")
 def _swish_grad(ctx):
-    """d (x sigmoid(x)) = s (1 + x (1 - s)) with s = sigmoid(x)."""
-    x = ctx.x(0)
-    s = _sigmoid(x)
-    return [ctx.g() * (s * (1.0 + x * (1.0 - s)))]
+    """d (x sigmoid(x)) = s (1 + x (1 - s)) with s = sigmoid(x), computed in
+    float32 for float16 tensors (as PopART's half SwishGrad, which reads x
+    and evaluates the sigmoid at full precision) and multiplied by the
+    incoming gradient in the tensor's dtype."""
+    return [ctx.g() * _swish_derivative(None, ctx.x(0))[0]]
 
 
 define_op("GeluGrad", like_input(0))
@@ -409,6 +415,12 @@ def _in_float32(fn):
             return [o.cast(fn(o.cast(x, dtypes.float32)), dtypes.float16)]
         return [fn(x)]
     return deco
+
+
+@_in_float32
+def _swish_derivative(x):
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
 
 
 _TANH_CLAMP = 20.0  # tanh(20) == 1 in float32 and to 1e-17 in float64
