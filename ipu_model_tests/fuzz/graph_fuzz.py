@@ -1038,8 +1038,16 @@ def _compare(got, ref, lo, tol, floor=0.0):
     got = np.asarray(got, np.float64)
     if got.shape != ref.shape:
         return math.inf, f"shape {got.shape} != {ref.shape}"
-    if not np.all(np.isfinite(got)):
-        return math.inf, "non-finite result"
+    finite = np.isfinite(got)
+    if not finite.all():
+        # A non-finite value matches only where the rounding estimate, which
+        # rounds every value to the graph's dtype, gives the same one: the
+        # dtype cannot represent the answer (the log of a float16 softmax
+        # probability that underflows to 0 is -inf on an IPU too).
+        same = (got == lo) | (np.isnan(got) & np.isnan(lo))
+        if not np.all(finite | same):
+            return math.inf, "non-finite result"
+        got, ref, lo = got[finite], ref[finite], lo[finite]
     scale = float(np.abs(ref).max()) if ref.size else 0.0
     bound = (8 * np.abs(lo - ref) + tol * np.abs(ref) + tol * max(scale, 1e-3)
              + floor)
