@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 namespace ipuxl {
@@ -24,10 +25,15 @@ using acc_t = std::conditional_t<std::is_floating_point_v<T> || std::is_same_v<T
                                                     int64_t, uint64_t>>;
 
 template <class T>
+acc_t<T> widen(T x) {
+  if constexpr (std::is_same_v<T, f16>) return (double)(float)x;
+  else return (acc_t<T>)x;
+}
+
+template <class T>
 acc_t<T> load(const T* p, int64_t i, int64_t n) {
   if (i >= n) return acc_t<T>(0);  // zero padding of a reduce-scatter's last slice
-  if constexpr (std::is_same_v<T, f16>) return (double)(float)p[i];
-  else return (acc_t<T>)p[i];
+  return widen(p[i]);
 }
 
 template <class T>
@@ -38,35 +44,59 @@ T store(acc_t<T> v) {
 }
 
 // out[j] = reduce over members of in_m[offset + j], j < count (elements
-// beyond n are zeros).
+// beyond n are zeros). Each element is folded over the members in rank
+// order (v = x0; v = v op x1; ...), member by member over the whole range
+// so that each pass is a simple loop the compiler vectorises.
 template <class T>
 void reduce(ReduceOp op, const std::vector<const T*>& ins, int64_t n, int64_t offset,
-            int64_t count, std::vector<acc_t<T>>& out) {
+            int64_t count, acc_t<T>* out) {
   using A = acc_t<T>;
-  out.assign((size_t)count, A(0));
   const size_t g = ins.size();
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t i = offset + j;
-    A v = load(ins[0], i, n);
+  const int64_t valid = std::max<int64_t>(0, std::min(count, n - offset));
+  // Zero padding: every reduction of zeros is zero.
+  for (int64_t j = valid; j < count; ++j) out[j] = A(0);
+  const T* p0 = ins[0] + offset;
+  for (int64_t j = 0; j < valid; ++j) {
+    A v = widen(p0[j]);
     if (op == ReduceOp::SquareAdd) v = v * v;
     if (op == ReduceOp::LogicalAnd || op == ReduceOp::LogicalOr) v = v != A(0) ? A(1) : A(0);
-    for (size_t m = 1; m < g; ++m) {
-      A x = load(ins[m], i, n);
-      switch (op) {
-        case ReduceOp::Add:
-        case ReduceOp::Mean: v += x; break;
-        case ReduceOp::Mul: v *= x; break;
-        case ReduceOp::Min: v = std::min(v, x); break;
-        case ReduceOp::Max: v = std::max(v, x); break;
-        case ReduceOp::LogicalAnd: v = (v != A(0) && x != A(0)) ? A(1) : A(0); break;
-        case ReduceOp::LogicalOr: v = (v != A(0) || x != A(0)) ? A(1) : A(0); break;
-        case ReduceOp::SquareAdd: v += x * x; break;
-        case ReduceOp::Local: break;
-      }
-    }
-    if (op == ReduceOp::Mean) v = v / (A)g;
-    out[(size_t)j] = v;
+    out[j] = v;
   }
+  for (size_t m = 1; m < g; ++m) {
+    const T* p = ins[m] + offset;
+    switch (op) {
+      case ReduceOp::Add:
+      case ReduceOp::Mean:
+        for (int64_t j = 0; j < valid; ++j) out[j] += widen(p[j]);
+        break;
+      case ReduceOp::Mul:
+        for (int64_t j = 0; j < valid; ++j) out[j] *= widen(p[j]);
+        break;
+      case ReduceOp::Min:
+        for (int64_t j = 0; j < valid; ++j) out[j] = std::min(out[j], widen(p[j]));
+        break;
+      case ReduceOp::Max:
+        for (int64_t j = 0; j < valid; ++j) out[j] = std::max(out[j], widen(p[j]));
+        break;
+      case ReduceOp::LogicalAnd:
+        for (int64_t j = 0; j < valid; ++j)
+          out[j] = (out[j] != A(0) && widen(p[j]) != A(0)) ? A(1) : A(0);
+        break;
+      case ReduceOp::LogicalOr:
+        for (int64_t j = 0; j < valid; ++j)
+          out[j] = (out[j] != A(0) || widen(p[j]) != A(0)) ? A(1) : A(0);
+        break;
+      case ReduceOp::SquareAdd:
+        for (int64_t j = 0; j < valid; ++j) {
+          const A x = widen(p[j]);
+          out[j] += x * x;
+        }
+        break;
+      case ReduceOp::Local: break;
+    }
+  }
+  if (op == ReduceOp::Mean)
+    for (int64_t j = 0; j < valid; ++j) out[j] = out[j] / (A)g;
 }
 
 // ins[k] / outs[k]: member k's input / output (outs[k] null: a member of
@@ -81,11 +111,19 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
   std::vector<acc_t<T>> acc;
   switch (c.kind) {
     case CollectiveKind::AllReduce: {
-      reduce<T>(c.op, ins, n, 0, n, acc);  // computed before any output (outputs may alias inputs)
-      for (int64_t k = 0; k < g; ++k) {
-        T* out = out_of(k);
-        if (out == nullptr) continue;
-        for (int64_t j = 0; j < n; ++j) out[j] = store<T>(acc[(size_t)j]);
+      // In chunks that stay in cache. Outputs may alias inputs (in place):
+      // element j of an output depends on element j of the inputs only, and
+      // each chunk is reduced before any output of it is written.
+      constexpr int64_t kChunk = 4096;
+      acc.resize((size_t)std::min(n, kChunk));
+      for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+        const int64_t cnt = std::min(kChunk, n - c0);
+        reduce<T>(c.op, ins, n, c0, cnt, acc.data());
+        for (int64_t k = 0; k < g; ++k) {
+          T* out = out_of(k);
+          if (out == nullptr) continue;
+          for (int64_t j = 0; j < cnt; ++j) out[c0 + j] = store<T>(acc[(size_t)j]);
+        }
       }
       return;
     }
@@ -108,7 +146,8 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
           for (int64_t j = 0; j < m; ++j) dst[j] = store<T>(load(ins[(size_t)k], k * m + j, n));
           continue;
         }
-        reduce<T>(c.op, ins, n, k * m, m, acc);
+        acc.resize((size_t)m);
+        reduce<T>(c.op, ins, n, k * m, m, acc.data());
         for (int64_t j = 0; j < m; ++j) dst[j] = store<T>(acc[(size_t)j]);
       }
       for (int64_t k = 0; k < g; ++k)
@@ -164,13 +203,21 @@ void run_collective_distributed(const OpRecord& op, const std::vector<State*>& s
   for (const auto& members : groups)
     for (int r : members) crosses = crosses || r / R != members[0] / R;
   auto local = [&](int r) { return r >= offset && r < offset + R; };
-  std::vector<uint8_t> all;
+  // Other instances' inputs land in `all` (this instance's block of it is
+  // not written: local members read their own states). Uninitialised: every
+  // byte read is received first.
+  std::unique_ptr<uint8_t[]> all;
   if (crosses) {
-    std::vector<uint8_t> mine((size_t)R * item);
-    for (int r = 0; r < R; ++r)
-      if (item) std::memcpy(mine.data() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
-    all.resize((size_t)total * item);
-    exchange(mine.data(), mine.size(), all.data(), op.type + " op '" + op.name + "'");
+    std::unique_ptr<uint8_t[]> staged;
+    const uint8_t* mine = states[0]->refs[(size_t)op.in[0]].data;
+    if (R > 1) {  // one contiguous block to send
+      staged.reset(new uint8_t[(size_t)R * item]);
+      for (int r = 0; r < R; ++r)
+        if (item) std::memcpy(staged.get() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
+      mine = staged.get();
+    }
+    all.reset(new uint8_t[(size_t)total * item]);
+    exchange(mine, (size_t)R * item, all.get(), op.type + " op '" + op.name + "'");
   }
   for (const auto& members : groups) {
     bool any = false;
@@ -179,7 +226,7 @@ void run_collective_distributed(const OpRecord& op, const std::vector<State*>& s
     std::vector<const uint8_t*> ins;
     std::vector<uint8_t*> outs;
     for (int r : members) {
-      if (crosses) ins.push_back(all.data() + (size_t)r * item);
+      if (crosses && !local(r)) ins.push_back(all.get() + (size_t)r * item);
       else ins.push_back(states[(size_t)(r - offset)]->refs[(size_t)op.in[0]].data);
       outs.push_back(local(r) ? states[(size_t)(r - offset)]->refs[(size_t)op.out[0]].data : nullptr);
     }

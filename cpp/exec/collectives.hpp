@@ -22,8 +22,9 @@ void run_collective(const OpRecord& op, const std::vector<State*>& states);
 // Several processes ("instances") run the program, each over the same number
 // of replica states: this one holds global replicas [offset, offset + R),
 // of `total`. `exchange(send, bytes, recv, what)` is an all-gather of bytes
-// across the instances, in instance order (recv holds every instance's
-// `bytes`); it throws on a timeout or a dead peer.
+// across the instances, in instance order: recv (instances x bytes) gets
+// every other instance's `bytes` in its block (this instance's own block is
+// left as it was); it throws on a timeout or a dead peer.
 using ExchangeFn =
     std::function<void(const uint8_t* send, size_t bytes, uint8_t* recv, const std::string& what)>;
 

@@ -103,6 +103,8 @@ class GlobalReplicas:
                 mine[pos:pos + nb] = value.reshape(-1).view(np.uint8)
                 pos += nb
         everyone = np.empty(mine.size * self.layout.instances, np.uint8)
+        own = self.layout.index * mine.size
+        everyone[own:own + mine.size] = mine
         self.comm.exchange(mine, everyone, what)
         for inst in range(self.layout.instances):
             pos = inst * mine.size
