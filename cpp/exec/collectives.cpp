@@ -192,7 +192,8 @@ void run_collective(const OpRecord& op, const std::vector<State*>& states) {
 }
 
 void run_collective_distributed(const OpRecord& op, const std::vector<State*>& states,
-                                int offset, int total, const ExchangeFn& exchange) {
+                                int offset, int total, const ExchangeFn& exchange,
+                                std::vector<uint8_t>& send, std::vector<uint8_t>& recv) {
   const int R = (int)states.size();
   const auto groups = replica_groups(op.collective, total);
   const TensorRef& in0 = states[0]->refs[(size_t)op.in[0]];
@@ -203,21 +204,20 @@ void run_collective_distributed(const OpRecord& op, const std::vector<State*>& s
   for (const auto& members : groups)
     for (int r : members) crosses = crosses || r / R != members[0] / R;
   auto local = [&](int r) { return r >= offset && r < offset + R; };
-  // Other instances' inputs land in `all` (this instance's block of it is
-  // not written: local members read their own states). Uninitialised: every
-  // byte read is received first.
-  std::unique_ptr<uint8_t[]> all;
+  // Other instances' inputs land in `recv` (this instance's block of it is
+  // not written: local members read their own states).
+  uint8_t* all = nullptr;
   if (crosses) {
-    std::unique_ptr<uint8_t[]> staged;
     const uint8_t* mine = states[0]->refs[(size_t)op.in[0]].data;
     if (R > 1) {  // one contiguous block to send
-      staged.reset(new uint8_t[(size_t)R * item]);
+      if (send.size() < (size_t)R * item) send.resize((size_t)R * item);
       for (int r = 0; r < R; ++r)
-        if (item) std::memcpy(staged.get() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
-      mine = staged.get();
+        if (item) std::memcpy(send.data() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
+      mine = send.data();
     }
-    all.reset(new uint8_t[(size_t)total * item]);
-    exchange(mine, (size_t)R * item, all.get(), op.type + " op '" + op.name + "'");
+    if (recv.size() < (size_t)total * item) recv.resize((size_t)total * item);
+    all = recv.data();
+    exchange(mine, (size_t)R * item, all, op.type + " op '" + op.name + "'");
   }
   for (const auto& members : groups) {
     bool any = false;
@@ -226,7 +226,7 @@ void run_collective_distributed(const OpRecord& op, const std::vector<State*>& s
     std::vector<const uint8_t*> ins;
     std::vector<uint8_t*> outs;
     for (int r : members) {
-      if (crosses && !local(r)) ins.push_back(all.get() + (size_t)r * item);
+      if (crosses && !local(r)) ins.push_back(all + (size_t)r * item);
       else ins.push_back(states[(size_t)(r - offset)]->refs[(size_t)op.in[0]].data);
       outs.push_back(local(r) ? states[(size_t)(r - offset)]->refs[(size_t)op.out[0]].data : nullptr);
     }

@@ -33,7 +33,10 @@ using ExchangeFn =
 // answer in every instance, from the op alone), every instance's inputs are
 // exchanged first and each instance computes its own members' outputs with
 // the same arithmetic, in the same member order, as one process would.
+// `send` / `recv`: scratch buffers kept by the caller across calls (grown as
+// needed), so that large exchanges do not page-fault fresh memory each time.
 void run_collective_distributed(const OpRecord& op, const std::vector<State*>& states,
-                                int offset, int total, const ExchangeFn& exchange);
+                                int offset, int total, const ExchangeFn& exchange,
+                                std::vector<uint8_t>& send, std::vector<uint8_t>& recv);
 
 }  // namespace ipuxl

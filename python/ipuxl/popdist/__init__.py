@@ -245,15 +245,19 @@ class Communicator:
         do when cores are oversubscribed."""
         Testall = self.MPI.Request.Testall
         yield_cpu = getattr(os, "sched_yield", lambda: time.sleep(0))
-        deadline = time.monotonic() + self.timeout
+        start = time.monotonic()
+        deadline = start + self.timeout
         spins = 0
+        polite = False  # yield only once the wait is long (a peer still computing)
         while not Testall(reqs):
             spins += 1
-            if spins > 16:
+            if polite:
                 yield_cpu()
             if spins % 64:
                 continue
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            polite = now - start > 0.002
+            if now > deadline:
                 raise InstanceError(
                     f"popdist: {what} between instances timed out after {self.timeout:g} s "
                     f"(instance {self.rank} of {self.size} waiting): another instance died, "
