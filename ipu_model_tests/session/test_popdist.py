@@ -298,6 +298,48 @@ def test_training_on_two_instances_matches_one_process(tmp_path, total):
     assert not np.array_equal(want["W0"], dp.init_weights(0)["W0"])  # it trained
 
 
+VARIABLES = textwrap.dedent("""
+import numpy as np
+import popxl, popxl.ops as ops, popdist
+ir = popxl.Ir(replication="popdist")
+G = ir.replication_factor
+with ir.main_graph:
+    rg = ir.replica_grouping(group_size=2, stride=1)   # groups [0,0,1,1]: one per instance
+    a = popxl.variable(np.arange(2 * 3, dtype=np.float32).reshape(2, 3), replica_grouping=rg, name="a")
+    b = popxl.variable(np.zeros(3, np.float32), name="b", retrieval_mode="all_replicas")
+    xs = popxl.h2d_stream((3,), popxl.float32, "x")
+    x = ops.host_load(xs)
+    ops.var_updates.accumulate_(a, x)     # a += x  (x differs per replica but equal within group)
+    ops.var_updates.accumulate_(b, x)
+R = ir.instance_replication_factor; off = popdist.getReplicaIndexOffset()
+allx = np.array([[1, 1, 1], [1, 1, 1], [5, 5, 5], [5, 5, 5]], np.float32)
+with popxl.Session(ir, "ipu_model") as s:
+    s.run({xs: allx[off:off + R]})
+    ga = s.get_tensor_data(a); gb = s.get_tensor_data(b)
+    print(popdist.getInstanceIndex(), "a", ga.tolist(), "b", gb.tolist(), flush=True)
+    assert np.array_equal(ga, np.arange(6).reshape(2, 3) + np.array([[1], [5]]))
+    assert np.array_equal(gb, allx), gb
+    s.write_variable_data(a, np.full((2, 3), 7, np.float32))
+    s.run({xs: allx[off:off + R]})
+    ga = s.get_tensor_data(a)
+    assert np.array_equal(ga, np.array([[8] * 3, [12] * 3])), ga
+print("OK", popdist.getInstanceIndex())
+""")
+
+
+@needs_mpi
+def test_variables_gather_across_instances(tmp_path):
+    """get_tensor_data as one process would return it: a grouped variable
+    whose groups live on different instances, every replica of an
+    ``all_replicas`` variable; write_variable_data reaches every instance."""
+    script = tmp_path / "variables.py"
+    script.write_text(VARIABLES)
+    r = _poprun(script, 2, 4)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # (the two instances' lines may interleave)
+    assert sorted(re.findall(r"OK (\d)", r.stdout)) == ["0", "1"], r.stdout
+
+
 DEAD = textwrap.dedent("""
     import os, time
     import numpy as np

@@ -7,8 +7,9 @@ script.py args...``: each instance gets the layout in ``POPDIST_*``
 variables (see :mod:`ipuxl.popdist`) and runs the script with the ``popxl``
 and ``popdist`` import aliases. On one host (no ``--host`` / ``--hostfile``
 in ``--mpi-args``) MPI is kept on the loopback interface and shared memory,
-and oversubscribes the cores when N exceeds them. As root, mpirun needs
-``--allow-run-as-root``, which is added.
+and oversubscribes the cores when N exceeds them; each instance gets
+``IPUXL_NUM_THREADS`` = CPUs / N kernel threads (unless set). As root,
+mpirun needs ``--allow-run-as-root``, which is added.
 """
 import os
 import shlex
@@ -79,13 +80,22 @@ def poprun_command(script: str, args: List[str], num_instances: int, num_replica
     one_host = not any(a.startswith(("--host", "-host", "-H", "--hostfile", "-hostfile",
                                      "--machinefile")) for a in mpi_args)
     if one_host:
-        if num_instances > (os.cpu_count() or 1):
+        cpus = os.cpu_count() or 1
+        if num_instances > cpus:
             cmd.append("--oversubscribe")
-        # Loopback and shared memory only; each instance uses its own threads.
+        if num_instances >= cpus:
+            # Every core busy: MPI's waits yield the CPU, or a waiting instance
+            # can spin through the time slice its peer needs to answer
+            # (exchanges then took milliseconds on a loaded 2-CPU host).
+            cmd += ["--mca", "mpi_yield_when_idle", "1"]
+        # The cores shared out between the instances' kernel threads (as
+        # OMP_NUM_THREADS under MPI), unless set.
+        env.setdefault("IPUXL_NUM_THREADS", str(max(1, cpus // num_instances)))
+        # Loopback and shared memory only; threads are not bound to cores.
         cmd += ["--bind-to", "none", "--mca", "btl", "self,vader,tcp",
                 "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
     for name in (ENV["total"], ENV["instances"], ENV["ipus"], "PYTHONPATH", TIMEOUT_ENV,
-                 "IPUXL_CORE_DIR"):
+                 "IPUXL_CORE_DIR", "IPUXL_NUM_THREADS"):
         if name in env:
             cmd += ["-x", name]
     cmd += mpi_args
