@@ -146,6 +146,9 @@ def test_launcher_checks_the_layout_and_mpi(monkeypatch, tmp_path):
                         lambda name, *a: None if name == "mpi4py" else real_find_spec(name, *a))
     with pytest.raises(LaunchError, match=r"mpi4py is not importable: `pip install mpi4py`"):
         poprun_command(str(script), [], 2, 2, mpirun="/bin/true")
+    # One instance needs no MPI: the instance runner alone.
+    cmd, env = poprun_command(str(script), [], 1, 2)
+    assert cmd[1:3] == ["-m", "ipuxl.popdist._instance"] and env["POPDIST_INSTANCE_INDEX"] == "0"
     # The command line itself: N processes, the layout exported, the instance runner.
     monkeypatch.undo()
     cmd, env = poprun_command(str(script), ["--a", "1"], 2, 4, mpirun="/usr/bin/mpirun")

@@ -3,7 +3,8 @@ MPI's ``mpirun``, as Graphcore's ``poprun`` did.
 
 ``ipuxl poprun --num-instances N --num-replicas R [--mpi-args "..."]
 script.py [args...]`` runs ``mpirun -np N python -m ipuxl.popdist._instance
-script.py args...``: each instance gets the layout in ``POPDIST_*``
+script.py args...`` (one instance without ``--mpi-args``: the same without
+mpirun, which it does not need): each instance gets the layout in ``POPDIST_*``
 variables (see :mod:`ipuxl.popdist`) and runs the script with the ``popxl``
 and ``popdist`` import aliases. On one host (no ``--host`` / ``--hostfile``
 in ``--mpi-args``) MPI is kept on the loopback interface and shared memory,
@@ -62,16 +63,20 @@ def poprun_command(script: str, args: List[str], num_instances: int, num_replica
     import importlib.util
 
     _check_layout(num_instances, num_replicas, ipus_per_replica)
-    mpirun = mpirun or shutil.which("mpirun")
-    if mpirun is None:
-        raise LaunchError(INSTALL_MPIRUN)
-    if num_instances > 1 and importlib.util.find_spec("mpi4py") is None:
-        raise LaunchError(INSTALL_MPI4PY)
     mpi_args = list(mpi_args or [])
     env = dict(os.environ)
     env.update({ENV["total"]: str(num_replicas), ENV["instances"]: str(num_instances),
                 ENV["ipus"]: str(ipus_per_replica), "PYTHONPATH": _python_path()})
     env.pop(ENV["index"], None)  # each instance's index is its MPI rank
+    instance = [sys.executable, "-m", "ipuxl.popdist._instance", script] + list(args)
+    if num_instances == 1 and not mpi_args:
+        env[ENV["index"]] = "0"
+        return instance, env  # one instance: no MPI needed
+    mpirun = mpirun or shutil.which("mpirun")
+    if mpirun is None:
+        raise LaunchError(INSTALL_MPIRUN)
+    if num_instances > 1 and importlib.util.find_spec("mpi4py") is None:
+        raise LaunchError(INSTALL_MPI4PY)
     cmd = [mpirun, "-np", str(num_instances)]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
@@ -99,7 +104,7 @@ def poprun_command(script: str, args: List[str], num_instances: int, num_replica
         if name in env:
             cmd += ["-x", name]
     cmd += mpi_args
-    cmd += [sys.executable, "-m", "ipuxl.popdist._instance", script] + list(args)
+    cmd += instance
     return cmd, env
 
 
