@@ -137,7 +137,8 @@ def train(replicas, train_data, global_batch: int, lr: float, steps: int, seed: 
             out = session.run({img_s: x, lbl_s: y})[loss_s]
             losses.append(float(np.asarray(out).reshape(-1)[0]))
             if verbose and (step + 1) % max(1, steps // 5) == 0:
-                print(f"  R={replicas} step {step + 1}/{steps}: loss {losses[-1]:.4f}", flush=True)
+                print(f"  R={ir.replication_factor} step {step + 1}/{steps}: loss "
+                      f"{losses[-1]:.4f}", flush=True)
         seconds = (time.perf_counter() - t0) / max(1, steps)
         final = session.get_tensors_data(list(params.values()))
     return {k: final[v] for k, v in params.items()}, losses, seconds
