@@ -16,10 +16,11 @@ Instance ``i`` holds the R/N replicas ``[i * R/N, (i + 1) * R/N)``.
 ``popxl.Ir(replication="popdist")`` reads this layout: its
 ``replication_factor`` is R, its ``instance_replication_factor`` R/N.
 Collectives whose replica groups cross instances exchange data through
-:class:`Communicator` (mpi4py, nonblocking point-to-point messages polled
-against a deadline: a peer that died or never reaches the collective gives
-:class:`InstanceError` after ``IPUXL_POPDIST_TIMEOUT`` seconds, default 300,
-never a hang).
+:class:`Communicator` (mpi4py point-to-point messages). Every wait is
+bounded: a peer that hangs or never reaches the collective makes the
+waiting instance report :class:`InstanceError` ("... timed out after T s
+...") after ``IPUXL_POPDIST_TIMEOUT`` seconds (default 300) and abort the
+MPI job; a peer that dies makes mpirun stop the job. Never a hang.
 
 Under ``ipuxl run`` / ``ipuxl poprun``, ``import popdist`` and
 ``import popdist.popart`` resolve here (unless a real popdist is installed).
@@ -52,7 +53,8 @@ DEFAULT_TIMEOUT = 300.0
 
 class InstanceError(RuntimeError):
     """A collective between instances failed: a peer died, hung, or is
-    running a different program."""
+    running a different program. (A timeout inside a blocking wait is
+    reported under this name by the watchdog, which then aborts the job.)"""
 
 
 class Layout(NamedTuple):
