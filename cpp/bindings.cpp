@@ -378,6 +378,15 @@ PYBIND11_MODULE(_core, m) {
             if (r < 1) throw Error("replicas must be >= 1, got " + std::to_string(r));
             d.replicas = r;
           })
+      .def_property(
+          "global_replicas", [](const ProgramDesc& d) { return d.total_replicas(); },
+          [](ProgramDesc& d, int r) {
+            if (r < d.replicas || r % d.replicas != 0)
+              throw Error("global_replicas must be a multiple of replicas (" +
+                          std::to_string(d.replicas) + "), got " + std::to_string(r));
+            d.global_replicas = r;
+          },
+          "Replicas of all instances (processes) together; collective groups name them.")
       .def(
           "add_stream",
           [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, bool h2d) {
@@ -445,6 +454,28 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("buffer"), py::arg("entry"), py::arg("replica"), py::arg("array"))
       .def_property_readonly("replicas", &Engine::replicas)
+      .def(
+          "set_distributed",
+          [](Engine& e, int offset, int total, py::function exchange) {
+            // Called from Engine.run with the GIL released: take it back for
+            // the Python exchange (ipuxl.popdist over mpi4py). A Python
+            // exception (a timeout, a dead peer) propagates unchanged.
+            auto fn = std::make_shared<py::function>(std::move(exchange));
+            const size_t instances = e.replicas() > 0 ? (size_t)(total / e.replicas()) : 0;
+            e.set_distributed(offset, total,
+                              [fn, instances](const uint8_t* send, size_t bytes, uint8_t* recv,
+                                   const std::string& what) {
+                                py::gil_scoped_acquire gil;
+                                auto s = py::memoryview::from_memory(send, (ssize_t)bytes);
+                                auto r = py::memoryview::from_memory(
+                                    recv, (ssize_t)(bytes * instances), false);
+                                (*fn)(s, r, what);
+                              });
+          },
+          py::arg("offset"), py::arg("total"), py::arg("exchange"),
+          "Make this engine one instance of several: it holds replicas [offset, offset + "
+          "replicas) of `total`; exchange(send, recv, what) all-gathers bytes across the "
+          "instances (recv: every instance's send, in instance order).")
       .def("program_writes", &Engine::program_writes, py::arg("tensor"))
       .def(
           "bind_external",

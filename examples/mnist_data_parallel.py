@@ -15,10 +15,18 @@ the same accuracy. ``--check`` trains at R = 1, 2 and 4 and compares.
 
 Network: 784 -> 128 -> 10 with ReLU; SGD; softmax cross-entropy.
 
+``--replicas popdist`` runs as one instance of several processes, as under
+Graphcore's ``poprun`` (``popxl.Ir(replication="popdist")``): each instance
+feeds its own replicas' slices of the global batch, and the gradients are
+all-reduced across instances over MPI. The weights are those of one process
+with the same number of replicas.
+
 Run::
 
     python examples/mnist_data_parallel.py --replicas 4
     python examples/mnist_data_parallel.py --check --dataset synthetic --limit-steps 100
+    ipuxl poprun --num-instances 2 --num-replicas 4 examples/mnist_data_parallel.py \
+        --replicas popdist
 """
 import argparse
 import sys
@@ -30,6 +38,7 @@ import numpy as np
 import ipuxl as popxl
 import ipuxl.ops as ops
 import ipuxl.transforms as transforms
+from ipuxl import popdist
 from ipuxl.datasets import DatasetNotFoundError, load_mnist, synthetic_mnist
 
 HIDDEN = 128
@@ -54,11 +63,14 @@ def loss_fn(x: popxl.Tensor, labels: popxl.Tensor, W0: popxl.Tensor, b0: popxl.T
     return ops.nll_loss(ops.softmax(logits, axis=-1), labels)  # PopART: NLL of probabilities
 
 
-def build_train_ir(replicas: int, global_batch: int, lr: float, weights: Dict[str, np.ndarray]):
+def build_train_ir(replicas, global_batch: int, lr: float, weights: Dict[str, np.ndarray]):
+    """The training program; ``replicas``: an int, or ``"popdist"`` (the
+    replicas of all instances share the global batch)."""
+    ir = popxl.Ir(replication=replicas)
+    replicas = ir.replication_factor
     if global_batch % replicas:
         raise ValueError(f"the global batch ({global_batch}) must divide into {replicas} replicas")
     local = global_batch // replicas
-    ir = popxl.Ir(replication=replicas)
     with ir.main_graph, popxl.in_sequence():
         img_stream = popxl.h2d_stream((local, 784), popxl.float32, name="images")
         label_stream = popxl.h2d_stream((local,), popxl.int32, name="labels")
@@ -99,27 +111,34 @@ def get_data(dataset: str, n_train: int, n_test: int, seed: int):
     return flat(train), flat(test)
 
 
-def train(replicas: int, train_data, global_batch: int, lr: float, steps: int, seed: int,
+def train(replicas, train_data, global_batch: int, lr: float, steps: int, seed: int,
           device: str = "ipu_model", verbose: bool = True) -> Tuple[Dict[str, np.ndarray], list, float]:
-    """Train for ``steps`` global batches on ``replicas`` replicas; returns
+    """Train for ``steps`` global batches on ``replicas`` replicas (an int,
+    or ``"popdist"``: this instance's replicas of all instances'); returns
     the weights, the loss of each step and the seconds per step."""
     images, labels = train_data
     weights = init_weights(seed)
     ir, (img_s, lbl_s), loss_s, params = build_train_ir(replicas, global_batch, lr, weights)
-    local = global_batch // replicas
+    local = global_batch // ir.replication_factor
+    # This process's replicas: [first, first + mine) of all instances'.
+    mine = ir.instance_replication_factor
+    first = ir._popdist.offset if ir._popdist is not None else 0
+    replicas = mine
     order = np.random.default_rng(seed).permutation(len(images))
     losses = []
     with popxl.Session(ir, device) as session:
         t0 = time.perf_counter()
         for step in range(steps):
             idx = order[(step * global_batch) % (len(images) - global_batch + 1):][:global_batch]
+            idx = idx[first * local:(first + mine) * local]
             # (replicas, local, ...): replica r gets rows r*local .. (r+1)*local-1.
             x = images[idx].reshape((replicas, local, 784) if replicas > 1 else (local, 784))
             y = labels[idx].reshape((replicas, local) if replicas > 1 else (local,))
             out = session.run({img_s: x, lbl_s: y})[loss_s]
             losses.append(float(np.asarray(out).reshape(-1)[0]))
             if verbose and (step + 1) % max(1, steps // 5) == 0:
-                print(f"  R={replicas} step {step + 1}/{steps}: loss {losses[-1]:.4f}", flush=True)
+                print(f"  R={ir.replication_factor} step {step + 1}/{steps}: loss "
+                      f"{losses[-1]:.4f}", flush=True)
         seconds = (time.perf_counter() - t0) / max(1, steps)
         final = session.get_tensors_data(list(params.values()))
     return {k: final[v] for k, v in params.items()}, losses, seconds
@@ -128,7 +147,8 @@ def train(replicas: int, train_data, global_batch: int, lr: float, steps: int, s
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--replicas", type=int, default=2, help="replication factor")
+    p.add_argument("--replicas", type=lambda v: v if v == "popdist" else int(v), default=2,
+                   help="replication factor, or 'popdist' (run under `ipuxl poprun`)")
     p.add_argument("--check", action="store_true",
                    help="train at 1, 2 and 4 replicas and compare weights and accuracy")
     p.add_argument("--global-batch", type=int, default=64)
@@ -137,6 +157,8 @@ def parse_args(argv=None):
     p.add_argument("--limit-steps", type=int, default=None, help="training steps (default: one epoch)")
     p.add_argument("--test-size", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save", default=None, help="write the final weights to this .npz file "
+                   "('{instance}' in the name: the instance index)")
     return p.parse_args(argv)
 
 
@@ -155,6 +177,9 @@ def main(argv=None) -> int:
         w, losses, sec = train(r, train_data, args.global_batch, args.lr, steps, args.seed)
         acc = accuracy(w, test_x, test_y)
         results[r] = (w, acc)
+        if args.save:  # "{instance}" in the name: this instance's index (under poprun)
+            instance = popdist.getInstanceIndex() if r == "popdist" else 0
+            np.savez(args.save.format(instance=instance), **w)
         print(f"replicas={r}: {steps} steps of {args.global_batch} images, final loss "
               f"{losses[-1]:.4f}, test accuracy {acc:.4f}, {sec * 1e3:.1f} ms/step", flush=True)
     if args.check:

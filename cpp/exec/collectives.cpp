@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 namespace ipuxl {
@@ -24,10 +25,15 @@ using acc_t = std::conditional_t<std::is_floating_point_v<T> || std::is_same_v<T
                                                     int64_t, uint64_t>>;
 
 template <class T>
+acc_t<T> widen(T x) {
+  if constexpr (std::is_same_v<T, f16>) return (double)(float)x;
+  else return (acc_t<T>)x;
+}
+
+template <class T>
 acc_t<T> load(const T* p, int64_t i, int64_t n) {
   if (i >= n) return acc_t<T>(0);  // zero padding of a reduce-scatter's last slice
-  if constexpr (std::is_same_v<T, f16>) return (double)(float)p[i];
-  else return (acc_t<T>)p[i];
+  return widen(p[i]);
 }
 
 template <class T>
@@ -38,53 +44,114 @@ T store(acc_t<T> v) {
 }
 
 // out[j] = reduce over members of in_m[offset + j], j < count (elements
-// beyond n are zeros).
+// beyond n are zeros). Each element is folded over the members in rank
+// order (v = x0; v = v op x1; ...), member by member over the whole range
+// so that each pass is a simple loop the compiler vectorises.
 template <class T>
 void reduce(ReduceOp op, const std::vector<const T*>& ins, int64_t n, int64_t offset,
-            int64_t count, std::vector<acc_t<T>>& out) {
+            int64_t count, acc_t<T>* out) {
   using A = acc_t<T>;
-  out.assign((size_t)count, A(0));
   const size_t g = ins.size();
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t i = offset + j;
-    A v = load(ins[0], i, n);
+  const int64_t valid = std::max<int64_t>(0, std::min(count, n - offset));
+  // Zero padding: every reduction of zeros is zero.
+  for (int64_t j = valid; j < count; ++j) out[j] = A(0);
+  const T* p0 = ins[0] + offset;
+  for (int64_t j = 0; j < valid; ++j) {
+    A v = widen(p0[j]);
     if (op == ReduceOp::SquareAdd) v = v * v;
     if (op == ReduceOp::LogicalAnd || op == ReduceOp::LogicalOr) v = v != A(0) ? A(1) : A(0);
-    for (size_t m = 1; m < g; ++m) {
-      A x = load(ins[m], i, n);
-      switch (op) {
-        case ReduceOp::Add:
-        case ReduceOp::Mean: v += x; break;
-        case ReduceOp::Mul: v *= x; break;
-        case ReduceOp::Min: v = std::min(v, x); break;
-        case ReduceOp::Max: v = std::max(v, x); break;
-        case ReduceOp::LogicalAnd: v = (v != A(0) && x != A(0)) ? A(1) : A(0); break;
-        case ReduceOp::LogicalOr: v = (v != A(0) || x != A(0)) ? A(1) : A(0); break;
-        case ReduceOp::SquareAdd: v += x * x; break;
-        case ReduceOp::Local: break;
-      }
-    }
-    if (op == ReduceOp::Mean) v = v / (A)g;
-    out[(size_t)j] = v;
+    out[j] = v;
   }
+  for (size_t m = 1; m < g; ++m) {
+    const T* p = ins[m] + offset;
+    switch (op) {
+      case ReduceOp::Add:
+      case ReduceOp::Mean:
+        for (int64_t j = 0; j < valid; ++j) out[j] += widen(p[j]);
+        break;
+      case ReduceOp::Mul:
+        for (int64_t j = 0; j < valid; ++j) out[j] *= widen(p[j]);
+        break;
+      case ReduceOp::Min:
+        for (int64_t j = 0; j < valid; ++j) out[j] = std::min(out[j], widen(p[j]));
+        break;
+      case ReduceOp::Max:
+        for (int64_t j = 0; j < valid; ++j) out[j] = std::max(out[j], widen(p[j]));
+        break;
+      case ReduceOp::LogicalAnd:
+        for (int64_t j = 0; j < valid; ++j)
+          out[j] = (out[j] != A(0) && widen(p[j]) != A(0)) ? A(1) : A(0);
+        break;
+      case ReduceOp::LogicalOr:
+        for (int64_t j = 0; j < valid; ++j)
+          out[j] = (out[j] != A(0) || widen(p[j]) != A(0)) ? A(1) : A(0);
+        break;
+      case ReduceOp::SquareAdd:
+        for (int64_t j = 0; j < valid; ++j) {
+          const A x = widen(p[j]);
+          out[j] += x * x;
+        }
+        break;
+      case ReduceOp::Local: break;
+    }
+  }
+  if (op == ReduceOp::Mean)
+    for (int64_t j = 0; j < valid; ++j) out[j] = out[j] / (A)g;
 }
 
+// ins[k] / outs[k]: member k's input / output (outs[k] null: a member of
+// another instance, whose output is not written here).
 template <class T>
-void run_typed(const OpRecord& op, const std::vector<State*>& states,
-               const std::vector<int>& members) {
-  const auto& c = op.collective;
-  const int64_t g = (int64_t)members.size();
-  const int64_t n = states[(size_t)members[0]]->refs[(size_t)op.in[0]].nelms;
-  const int64_t m = states[(size_t)members[0]]->refs[(size_t)op.out[0]].nelms;
+void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_bytes,
+               const std::vector<uint8_t*>& out_bytes, int64_t n, int64_t m) {
+  const int64_t g = (int64_t)in_bytes.size();
   std::vector<const T*> ins;
-  for (int r : members) ins.push_back(states[(size_t)r]->refs[(size_t)op.in[0]].as<T>());
+  for (const uint8_t* p : in_bytes) ins.push_back(reinterpret_cast<const T*>(p));
+  auto out_of = [&](int64_t k) { return reinterpret_cast<T*>(out_bytes[(size_t)k]); };
   std::vector<acc_t<T>> acc;
   switch (c.kind) {
     case CollectiveKind::AllReduce: {
-      reduce<T>(c.op, ins, n, 0, n, acc);  // computed before any output (outputs may alias inputs)
-      for (int r : members) {
-        T* out = states[(size_t)r]->refs[(size_t)op.out[0]].as<T>();
-        for (int64_t j = 0; j < n; ++j) out[j] = store<T>(acc[(size_t)j]);
+      if constexpr (std::is_same_v<T, float>) {
+        // Two float32 members: the float32 sum, product, min or max is
+        // correctly rounded, so it equals the double result rounded once
+        // (53 >= 2 * 24 + 2 bits) - the same bits, without widening. Each
+        // element is read before any output of it is written (aliasing).
+        const ReduceOp op = c.op;
+        if (g == 2 && (op == ReduceOp::Add || op == ReduceOp::Mul || op == ReduceOp::Min ||
+                       op == ReduceOp::Max)) {
+          const float* a = ins[0];
+          const float* b = ins[1];
+          float* o0 = out_of(0);
+          float* o1 = out_of(1);
+          auto run = [&](auto f) {
+            for (int64_t j = 0; j < n; ++j) {
+              const float r = f(a[j], b[j]);
+              if (o0) o0[j] = r;
+              if (o1) o1[j] = r;
+            }
+          };
+          switch (op) {
+            case ReduceOp::Add: run([](float x, float y) { return x + y; }); break;
+            case ReduceOp::Mul: run([](float x, float y) { return x * y; }); break;
+            case ReduceOp::Min: run([](float x, float y) { return std::min(x, y); }); break;
+            default: run([](float x, float y) { return std::max(x, y); }); break;
+          }
+          return;
+        }
+      }
+      // In chunks that stay in cache. Outputs may alias inputs (in place):
+      // element j of an output depends on element j of the inputs only, and
+      // each chunk is reduced before any output of it is written.
+      constexpr int64_t kChunk = 4096;
+      acc.resize((size_t)std::min(n, kChunk));
+      for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+        const int64_t cnt = std::min(kChunk, n - c0);
+        reduce<T>(c.op, ins, n, c0, cnt, acc.data());
+        for (int64_t k = 0; k < g; ++k) {
+          T* out = out_of(k);
+          if (out == nullptr) continue;
+          for (int64_t j = 0; j < cnt; ++j) out[c0 + j] = store<T>(acc[(size_t)j]);
+        }
       }
       return;
     }
@@ -92,27 +159,27 @@ void run_typed(const OpRecord& op, const std::vector<State*>& states,
       std::vector<uint8_t> all((size_t)(n * g) * sizeof(T));
       for (int64_t k = 0; k < g; ++k)
         if (n) std::memcpy(all.data() + k * n * sizeof(T), ins[(size_t)k], (size_t)n * sizeof(T));
-      for (int r : members)
-        if (m) std::memcpy(states[(size_t)r]->refs[(size_t)op.out[0]].as<T>(), all.data(),
-                           (size_t)m * sizeof(T));
+      for (int64_t k = 0; k < g; ++k)
+        if (m && out_of(k)) std::memcpy(out_of(k), all.data(), (size_t)m * sizeof(T));
       return;
     }
     case CollectiveKind::ReduceScatter: {
       // Bytes, not std::vector<T>: std::vector<bool> has no data().
       std::vector<std::vector<uint8_t>> slices((size_t)g);
       for (int64_t k = 0; k < g; ++k) {
+        if (out_of(k) == nullptr) continue;  // another instance's slice
         slices[(size_t)k].resize((size_t)m * sizeof(T));
         T* dst = reinterpret_cast<T*>(slices[(size_t)k].data());
         if (c.op == ReduceOp::Local) {  // rank k keeps its own slice k
           for (int64_t j = 0; j < m; ++j) dst[j] = store<T>(load(ins[(size_t)k], k * m + j, n));
           continue;
         }
-        reduce<T>(c.op, ins, n, k * m, m, acc);
+        acc.resize((size_t)m);
+        reduce<T>(c.op, ins, n, k * m, m, acc.data());
         for (int64_t j = 0; j < m; ++j) dst[j] = store<T>(acc[(size_t)j]);
       }
       for (int64_t k = 0; k < g; ++k)
-        if (m) std::memcpy(states[(size_t)members[(size_t)k]]->refs[(size_t)op.out[0]].as<T>(),
-                           slices[(size_t)k].data(), (size_t)m * sizeof(T));
+        if (m && out_of(k)) std::memcpy(out_of(k), slices[(size_t)k].data(), (size_t)m * sizeof(T));
       return;
     }
   }
@@ -120,22 +187,78 @@ void run_typed(const OpRecord& op, const std::vector<State*>& states,
 
 }  // namespace
 
-void run_collective(const OpRecord& op, const std::vector<State*>& states) {
-  const auto groups = replica_groups(op.collective, (int)states.size());
-  const DType dt = states[0]->refs[(size_t)op.in[0]].dtype;
+static void run_group(const OpRecord& op, DType dt, const std::vector<const uint8_t*>& ins,
+               const std::vector<uint8_t*>& outs, int64_t n, int64_t m) {
   const bool moves_only = op.collective.kind == CollectiveKind::AllGather ||
                           (op.collective.kind == CollectiveKind::ReduceScatter &&
                            op.collective.op == ReduceOp::Local);
+  if (dtype_is_fp8(dt)) {  // one byte per element, moved but never reduced
+    if (!moves_only)
+      throw Error(op.type + " op '" + op.name + "': cannot reduce " + dtype_name(dt) +
+                  " values (float8 collectives only move data)");
+    run_typed<uint8_t>(op.collective, ins, outs, n, m);
+    return;
+  }
+  bool ok = IPUXL_DISPATCH_ALL(dt, { run_typed<scalar_t>(op.collective, ins, outs, n, m); });
+  if (!ok) throw Error(op.type + " op '" + op.name + "': unsupported dtype " + dtype_name(dt));
+}
+
+void run_collective(const OpRecord& op, const std::vector<State*>& states) {
+  const auto groups = replica_groups(op.collective, (int)states.size());
+  const TensorRef& in0 = states[0]->refs[(size_t)op.in[0]];
+  const int64_t n = in0.nelms;
+  const int64_t m = states[0]->refs[(size_t)op.out[0]].nelms;
   for (const auto& members : groups) {
-    if (dtype_is_fp8(dt)) {  // one byte per element, moved but never reduced
-      if (!moves_only)
-        throw Error(op.type + " op '" + op.name + "': cannot reduce " + dtype_name(dt) +
-                    " values (float8 collectives only move data)");
-      run_typed<uint8_t>(op, states, members);
-      continue;
+    std::vector<const uint8_t*> ins;
+    std::vector<uint8_t*> outs;
+    for (int r : members) {
+      ins.push_back(states[(size_t)r]->refs[(size_t)op.in[0]].data);
+      outs.push_back(states[(size_t)r]->refs[(size_t)op.out[0]].data);
     }
-    bool ok = IPUXL_DISPATCH_ALL(dt, { run_typed<scalar_t>(op, states, members); });
-    if (!ok) throw Error(op.type + " op '" + op.name + "': unsupported dtype " + dtype_name(dt));
+    run_group(op, in0.dtype, ins, outs, n, m);
+  }
+}
+
+void run_collective_distributed(const OpRecord& op, const std::vector<State*>& states,
+                                int offset, int total, const ExchangeFn& exchange,
+                                std::vector<uint8_t>& send, std::vector<uint8_t>& recv) {
+  const int R = (int)states.size();
+  const auto groups = replica_groups(op.collective, total);
+  const TensorRef& in0 = states[0]->refs[(size_t)op.in[0]];
+  const int64_t n = in0.nelms;
+  const int64_t m = states[0]->refs[(size_t)op.out[0]].nelms;
+  const size_t item = (size_t)n * dtype_size(in0.dtype);
+  bool crosses = false;
+  for (const auto& members : groups)
+    for (int r : members) crosses = crosses || r / R != members[0] / R;
+  auto local = [&](int r) { return r >= offset && r < offset + R; };
+  // Other instances' inputs land in `recv` (this instance's block of it is
+  // not written: local members read their own states).
+  uint8_t* all = nullptr;
+  if (crosses) {
+    const uint8_t* mine = states[0]->refs[(size_t)op.in[0]].data;
+    if (R > 1) {  // one contiguous block to send
+      if (send.size() < (size_t)R * item) send.resize((size_t)R * item);
+      for (int r = 0; r < R; ++r)
+        if (item) std::memcpy(send.data() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
+      mine = send.data();
+    }
+    if (recv.size() < (size_t)total * item) recv.resize((size_t)total * item);
+    all = recv.data();
+    exchange(mine, (size_t)R * item, all, op.type + " op '" + op.name + "'");
+  }
+  for (const auto& members : groups) {
+    bool any = false;
+    for (int r : members) any = any || local(r);
+    if (!any) continue;  // computed by the instances holding it
+    std::vector<const uint8_t*> ins;
+    std::vector<uint8_t*> outs;
+    for (int r : members) {
+      if (crosses && !local(r)) ins.push_back(all + (size_t)r * item);
+      else ins.push_back(states[(size_t)(r - offset)]->refs[(size_t)op.in[0]].data);
+      outs.push_back(local(r) ? states[(size_t)(r - offset)]->refs[(size_t)op.out[0]].data : nullptr);
+    }
+    run_group(op, in0.dtype, ins, outs, n, m);
   }
 }
 

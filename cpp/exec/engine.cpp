@@ -241,7 +241,10 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          " replicas reached it)");
         std::vector<State*> all;
         for (auto& s : states_) all.push_back(s.get());
-        run_collective(op, all);
+        if (dist_total_ > 0)
+          run_collective_distributed(op, all, dist_offset_, dist_total_, exchange_, dist_send_,
+                                     dist_recv_);
+        else run_collective(op, all);
         ++pc;
         break;
       }
@@ -277,6 +280,9 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
   if (bindings.size() != desc_->streams.size())
     throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
                 " stream bindings, got " + std::to_string(bindings.size()));
+  if (desc_->total_replicas() != replicas() && dist_total_ == 0)
+    throw Error("Engine.run: the program is one instance of " +
+                std::to_string(desc_->total_replicas()) + " replicas: call set_distributed first");
   ++run_index_;
   state_defined_ = false;
   execute(kMainProgram, bindings);
@@ -305,6 +311,22 @@ void Engine::run_weights_program(bool from_host) {
   state_defined_ = false;
   execute(from_host ? kWeightsFromHostProgram : kWeightsToHostProgram, none);
   state_defined_ = true;
+}
+
+void Engine::set_distributed(int offset, int total, ExchangeFn exchange) {
+  const int R = replicas();
+  if (total != desc_->total_replicas())
+    throw Error("Engine.set_distributed: the program was built for " +
+                std::to_string(desc_->total_replicas()) + " replicas in all, not " +
+                std::to_string(total));
+  if (total < R || total % R != 0 || offset < 0 || offset % R != 0 || offset + R > total)
+    throw Error("Engine.set_distributed: this engine's " + std::to_string(R) +
+                " replicas cannot start at replica " + std::to_string(offset) + " of " +
+                std::to_string(total) + " (instances hold equal, contiguous blocks)");
+  if (!exchange) throw Error("Engine.set_distributed: no exchange function");
+  dist_offset_ = offset;
+  dist_total_ = total;
+  exchange_ = std::move(exchange);
 }
 
 void Engine::check_replica(int replica, const char* what) const {

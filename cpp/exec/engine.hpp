@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives.hpp"
 #include "state.hpp"
 
 namespace ipuxl {
@@ -59,6 +60,10 @@ class Engine {
   void write_remote(int buffer, int64_t entry, int replica, const uint8_t* src, size_t nbytes);
   void read_remote(int buffer, int64_t entry, int replica, uint8_t* dst, size_t nbytes) const;
   int replicas() const { return (int)states_.size(); }
+  // This engine is one of several instances (processes) of `total` replicas
+  // and holds replicas [offset, offset + replicas()): collectives whose
+  // groups cross instances go through `exchange` (see collectives.hpp).
+  void set_distributed(int offset, int total, ExchangeFn exchange);
   // True when some op of the program writes the tensor's storage.
   bool program_writes(int tensor) const;
   // Moves a main-graph variable's storage to caller-owned memory of the
@@ -103,6 +108,10 @@ class Engine {
   uint64_t run_index_ = 0;
   bool profiling_ = false;
   bool state_defined_ = true;
+  int dist_offset_ = 0;
+  int dist_total_ = 0;  // 0: not distributed
+  ExchangeFn exchange_;
+  std::vector<uint8_t> dist_send_, dist_recv_;  // exchange buffers, reused
 };
 
 }  // namespace ipuxl

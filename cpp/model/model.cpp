@@ -785,7 +785,7 @@ class Model {
     for (int t : op.in) ensure_linear(t);
     for (int t : op.out) ensure_linear(t);
     const auto& cd = op.collective;
-    int64_t g = d_.replicas;
+    int64_t g = d_.total_replicas();
     if (!cd.group_of.empty()) {
       int64_t in_group0 = 0;
       for (int x : cd.group_of) in_group0 += x == cd.group_of[0];

@@ -202,13 +202,14 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
       if (op.in.size() != 1 || op.in[0] < 0 || op.out.size() != 1)
         fail("a collective has one input and one output");
       const auto& c = op.collective;
-      if (!c.group_of.empty() && (int)c.group_of.size() != replicas)
+      const int total = total_replicas();
+      if (!c.group_of.empty() && (int)c.group_of.size() != total)
         fail("the replica grouping names " + std::to_string(c.group_of.size()) +
-             " replicas, the program has " + std::to_string(replicas));
+             " replicas, the program has " + std::to_string(total));
       std::vector<int> size;
-      for (int r = 0; r < replicas; ++r) {
+      for (int r = 0; r < total; ++r) {
         int g = c.group_of.empty() ? 0 : c.group_of[(size_t)r];
-        if (g < 0 || g >= replicas) fail("bad group id " + std::to_string(g));
+        if (g < 0 || g >= total) fail("bad group id " + std::to_string(g));
         if ((int)size.size() <= g) size.resize((size_t)g + 1, 0);
         size[(size_t)g]++;
       }

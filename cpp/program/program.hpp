@@ -194,6 +194,10 @@ class ProgramDesc {
   std::vector<StreamDesc> streams;
   std::vector<RemoteBufferDesc> remote_buffers;
   int replicas = 1;  // replicas of this program in this process
+  // Replicas of all processes (instances) together; 0: `replicas` (one
+  // process). Collective groups (group_of) name global replicas.
+  int global_replicas = 0;
+  int total_replicas() const { return global_replicas > 0 ? global_replicas : replicas; }
 
   void check_graph(int g, const char* what) const;
   void check_tensor(int t, const char* what) const;

@@ -112,7 +112,7 @@ SESSION_CASES = [
     ("run_before_attach", lambda ir: popxl.Session(ir, "ipu_model").run({}), ValueError, r"Must be attached to device before calling run"),
     ("run_after_detach", lambda ir: _detached(ir).run({}), ValueError, r"Must be attached to device before calling run"),
     ("replication_on_cpu_device", lambda ir: (setattr(ir, "replication_factor", 2), popxl.Session(ir, "cpu"))[1], ValueError, r"The 'cpu' device does not support replication \(replication_factor=2\); use 'ipu_model'"),
-    ("replication_popdist", lambda ir: popxl.Ir(replication="popdist"), NotImplementedError, r"Ir\(replication='popdist'\) is not supported by ipuxl"),
+    ("replication_popdist_without_launcher", lambda ir: popxl.Ir(replication="popdist"), RuntimeError, r"popdist: the instance layout is not set: Ir\(replication='popdist'\) .* need POPDIST_NUM_TOTAL_REPLICAS and POPDIST_NUM_INSTANCES.*ipuxl poprun --num-instances N --num-replicas R"),
 ]
 
 

@@ -502,3 +502,38 @@ def test_float8_tensors_are_gathered_and_sliced_but_not_reduced():
     for r in range(R):
         np.testing.assert_array_equal(gathered[r], codes.reshape(-1))
         np.testing.assert_array_equal(sliced[r], codes[r][3 * r:3 * r + 3])
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "min", "max"])
+def test_two_replica_float32_all_reduce_is_the_double_result_rounded_once(op):
+    """Two float32 replicas reduce in float32 (core fast path): the same
+    bits as the double result rounded once, also for exponents far apart,
+    subnormals, overflow, infinities, NaN and signed zeros."""
+    rng = np.random.default_rng(3)
+    tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    special = np.array([0.0, -0.0, 1.0, -1.0, 1e30, -1e-30, tiny, tiny / 8, -tiny / 3, big,
+                        -big, np.inf, -np.inf, np.nan, 3.0e-39, 1 + 2 ** -23, 2 ** 24, 1e-8],
+                       np.float32)
+    a = np.concatenate([special, np.repeat(special, len(special)),
+                        (rng.normal(size=500) * 10.0 ** rng.integers(-30, 30, 500))
+                        .astype(np.float32)])
+    b = np.concatenate([special[::-1], np.tile(special, len(special)),
+                        (rng.normal(size=500) * 10.0 ** rng.integers(-30, 30, 500))
+                        .astype(np.float32)])
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        xs = popxl.h2d_stream(a.shape, popxl.float32, "x")
+        y = ops.collectives.replicated_all_reduce(ops.host_load(xs), op)
+        ys = popxl.d2h_stream(y.shape, y.dtype, "y")
+        ops.host_store(ys, y)
+    with popxl.Session(ir, "ipu_model") as s:
+        out = s.run({xs: np.stack([a, b])})[ys]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = {"add": a64 + b64, "mul": a64 * b64,
+                "min": np.where(b64 < a64, b64, a64),
+                "max": np.where(a64 < b64, b64, a64)}[op].astype(np.float32)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r].view(np.uint32)[~np.isnan(want)],
+                                      want.view(np.uint32)[~np.isnan(want)])
+        assert np.isnan(out[r][np.isnan(want)]).all()

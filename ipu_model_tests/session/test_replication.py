@@ -55,8 +55,8 @@ def test_host_array_without_the_replica_dimension_is_refused():
 def test_bad_replication_setups():
     with pytest.raises(ValueError, match="replication must be a positive int"):
         popxl.Ir(replication=0)
-    with pytest.raises(NotImplementedError, match="popdist"):
-        popxl.Ir(replication="popdist")
+    with pytest.raises(RuntimeError, match=r"instance layout is not set.*ipuxl poprun"):
+        popxl.Ir(replication="popdist")  # no launcher (tests/test_popdist.py: with one)
     ir = popxl.Ir(replication=2)
     with ir.main_graph:
         popxl.variable(1.0) + 1

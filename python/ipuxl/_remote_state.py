@@ -29,8 +29,11 @@ class RemoteVariables:
     """The remote variables of a lowered program and where each replica
     keeps them (see the module docstring)."""
 
-    def __init__(self, lowered):
-        self.engine = lowered.engine
+    def __init__(self, lowered, engine=None):
+        # `engine`: the host view over all replicas (several instances:
+        # ipuxl._instances.GlobalReplicas), else the lowered program's Engine.
+        self.engine = engine if engine is not None else lowered.engine
+        self._local_engine = lowered.engine
         replicas = int(self.engine.replicas)
         #: ``(core index, entries, entry shape, numpy dtype)`` of every remote buffer.
         self.buffers = [(lowered.remote_index[id(rb)], int(rb.entries), rb.tensor_shape,
@@ -127,7 +130,7 @@ class RemoteVariables:
         (the IPUXL_CHECK_HOST_PASSES shadow program)."""
         for b, entries, shape, dt in self.buffers:
             buf = np.empty(shape, dt)
-            for r in range(int(self.engine.replicas)):
+            for r in range(int(self._local_engine.replicas)):
                 for e in range(entries):
-                    self.engine.read_remote(b, e, r, buf)
+                    self._local_engine.read_remote(b, e, r, buf)
                     other_engine.write_remote(b, e, r, buf)

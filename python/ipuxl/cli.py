@@ -9,6 +9,11 @@ writes the IPU model's profile of the last Session it created to
 ``profile.json`` and ``profile.html`` (plots; needs matplotlib) in
 ``--out``, and prints a short table. ``ipuxl profile --compare a.json
 b.json`` shows two profiles side by side (and writes ``compare.html``).
+
+``ipuxl poprun --num-instances N --num-replicas R [--mpi-args ARGS]
+script.py [args...]`` runs it as N instances (processes) of R/N replicas
+each under Open MPI's ``mpirun``, as Graphcore's ``poprun`` (see
+:mod:`ipuxl.popdist.launcher`).
 """
 import argparse
 import os
@@ -122,7 +127,21 @@ def main(argv=None) -> int:
     pr.add_argument("--no-html", action="store_true", help="write profile.json only")
     pr.add_argument("script", nargs="?")
     pr.add_argument("args", nargs=argparse.REMAINDER)
+    pp = sub.add_parser("poprun", help="run a PopXL script as several instances (processes) "
+                                       "with mpirun, as poprun")
+    pp.add_argument("--num-instances", type=int, required=True, help="processes to start")
+    pp.add_argument("--num-replicas", type=int, required=True,
+                    help="replicas of all instances together (divisible by --num-instances)")
+    pp.add_argument("--ipus-per-replica", type=int, default=1)
+    pp.add_argument("--mpi-args", default="", help="extra mpirun arguments, one string")
+    pp.add_argument("--print-command", action="store_true", help="print the mpirun command")
+    pp.add_argument("script", nargs="?")
+    pp.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
+    if ns.command == "poprun":
+        from .popdist.launcher import main as poprun_main
+
+        return poprun_main(ns)
     if ns.command == "run":
         if ns.script is None:
             print("ipuxl run: no script given. Usage: ipuxl run SCRIPT.py [ARGS...]",

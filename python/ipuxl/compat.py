@@ -1,5 +1,5 @@
 """Run unmodified PopXL programs: make ``import popxl`` (and ``popxl.ops``,
-``popxl.ops.call``, ``popxl_addons`` ...) resolve to ipuxl.
+``popxl.ops.call``, ``popxl_addons``, ``popdist`` ...) resolve to ipuxl.
 
 The alias finder goes first in ``sys.meta_path`` (so submodules such as
 ``popxl.ops.call`` resolve to the already-imported ipuxl modules), but it
@@ -13,7 +13,7 @@ import sys
 
 __all__ = ["install", "uninstall", "ALIASES"]
 
-ALIASES = {"popxl": "ipuxl", "popxl_addons": "ipuxl.addons"}
+ALIASES = {"popxl": "ipuxl", "popxl_addons": "ipuxl.addons", "popdist": "ipuxl.popdist"}
 
 
 def _mirror_submodules(alias: str, real: str) -> None:

@@ -16,16 +16,26 @@ class Ir:
     """An intermediate representation: a main graph plus the subgraphs it calls.
 
     Args:
-        replication: number of replicas the program runs on (``"popdist"`` is
-            not supported).
+        replication: number of replicas the program runs on, or ``"popdist"``:
+            the layout ``ipuxl poprun`` gives this instance (see
+            :mod:`ipuxl.popdist`). Then ``replication_factor`` is the
+            replicas of all instances, ``instance_replication_factor`` this
+            instance's, and groupings and collectives span all instances.
     """
 
     def __init__(self, replication: Union[int, str] = 1):
-        if replication == "popdist":
-            raise NotImplementedError("Ir(replication='popdist') is not supported by ipuxl")
-        if not isinstance(replication, numbers.Integral) or isinstance(replication, bool) \
+        #: The instance layout under popdist (``ipuxl.popdist.Layout``), else None.
+        self._popdist = None
+        if isinstance(replication, str) and replication == "popdist":
+            from . import popdist
+
+            self._popdist = popdist.layout()
+            popdist.init()
+            replication = self._popdist.total
+        elif not isinstance(replication, numbers.Integral) or isinstance(replication, bool) \
                 or replication < 1:
-            raise ValueError(f"replication must be a positive int, got {replication!r}")
+            raise ValueError(f"replication must be a positive int or 'popdist', got "
+                             f"{replication!r}")
         replication = int(replication)
         self._id = _IR_COUNTER[0]
         _IR_COUNTER[0] += 1
@@ -65,6 +75,7 @@ class Ir:
 
     @property
     def replication_factor(self) -> int:
+        """The replicas of the program: of all instances under popdist."""
         return self._replication_factor
 
     @replication_factor.setter
@@ -75,10 +86,18 @@ class Ir:
                 "replication_factor cannot change.")
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"replication_factor must be a positive int, got {value!r}")
+        if self._popdist is not None:
+            raise RuntimeError(
+                f"The Ir {self.id} takes its replication from popdist "
+                f"({self._popdist.total} replicas over {self._popdist.instances} instances); set "
+                "--num-replicas of `ipuxl poprun` instead.")
         self._replication_factor = value
 
     @property
     def instance_replication_factor(self) -> int:
+        """The replicas this process runs (``replication_factor`` but under popdist)."""
+        if self._popdist is not None:
+            return self._popdist.local
         return self._replication_factor
 
     def replica_grouping(self, stride: int = 1, group_size: Optional[int] = None):

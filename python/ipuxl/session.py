@@ -93,6 +93,10 @@ class Session:
         ir._prepared = True
         self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
+        # Under popdist with several instances: collectives between them go
+        # through MPI, and the weight code sees every instance's replicas.
+        self._instances = self._distribute(self._prog.engine)
+        self._hosteng = self._instances or self._engine
         # The IPU model: "ipu_model"/"ipu_hw" programs that do not fit raise
         # here, at compile time, as Poplar does (ipuxl.profile).
         from .profile import session_model
@@ -105,6 +109,8 @@ class Session:
         if os.environ.get("IPUXL_CHECK_HOST_PASSES", "") not in ("", "0") and \
                 any(self._prog.host_passes.values()):
             self._shadow = build(ir, "none")
+        self._shadow_hosteng = None if self._shadow is None else \
+            self._distribute(self._shadow.engine) or self._shadow.engine
         # The host copy of each variable is the variable's own data, as in
         # PopXL where the IR's tensor data is the host side of the weights
         # (a Session owns its Ir). Read-only data (a memmap) is copied.
@@ -120,11 +126,12 @@ class Session:
         # Remote variables live in each replica's Streaming Memory.
         from ._remote_state import RemoteVariables
 
-        self._remote = RemoteVariables(self._prog)
+        self._remote = RemoteVariables(self._prog, self._hosteng)
         # all_replicas variables: every replica's value, from the last
         # weights_to_host.
         self._all_replicas: Dict[Variable, np.ndarray] = {}
-        self._shadow_remote = RemoteVariables(self._shadow) if self._shadow is not None else None
+        self._shadow_remote = RemoteVariables(self._shadow, self._shadow_hosteng) \
+            if self._shadow is not None else None
         self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
         self._host_in_sync = True
@@ -139,6 +146,40 @@ class Session:
         self._io = {s: (self._prog.stream_index[s], self._full_shape(s.shape),
                         s.dtype.as_numpy()) for s in self._h2d | self._d2h}
 
+    def _distribute(self, engine):
+        """Under popdist with several instances: makes ``engine`` one instance
+        of the global replicas (collectives that cross instances exchange
+        through :func:`ipuxl.popdist.communicator`) and returns the host view
+        over all replicas (:class:`ipuxl._instances.GlobalReplicas`); else None."""
+        lay = self._ir._popdist
+        if lay is None or lay.instances == 1:
+            return None
+        from . import popdist
+        from ._instances import GlobalReplicas
+
+        comm = popdist.communicator()
+        engine.set_distributed(lay.offset, lay.total, comm.exchange)
+        return GlobalReplicas(engine, lay, comm)
+
+    def _prefetch_other_instances(self) -> None:
+        """Before reading weights back: all-gathers the values that
+        ``_read_replicas`` / ``RemoteVariables.read`` read from other
+        instances' replicas (grouped, ``all_replicas`` and remote variables;
+        a variable with one value for all replicas is read locally).
+        Collective: every instance makes the same call."""
+        if self._instances is None:
+            return
+        tensors = []
+        for v in self._host:
+            if v._remote is not None:
+                continue
+            rg = v.replica_grouping
+            if (rg is not None and rg.num_groups > 1) or v.retrieval_mode == "all_replicas":
+                tensors.append((self._prog.tensor_index[v], tuple(v.shape), v.dtype.as_numpy()))
+        remote = [(p.buffer, p.entry, tuple(p.var._remote[0].tensor_shape),
+                   p.var.dtype.as_numpy()) for p in self._remote.placed]
+        self._instances.prefetch(tensors, remote, "weights_to_host")
+
     def _share_host_arrays(self, share_written: bool) -> FrozenSet[Variable]:
         """Lets variables use their host arrays as device storage: always for
         those no op writes (both copies stay equal, so nothing can tell),
@@ -151,7 +192,7 @@ class Session:
         sessions = self._ir.__dict__.setdefault("_sessions", weakref.WeakSet())
         others = list(sessions)
         sessions.add(self)
-        if int(self._engine.replicas) > 1:
+        if int(self._engine.replicas) > 1 or self._instances is not None:
             return frozenset()  # each replica keeps its own storage
         if others:
             for s in others:
@@ -262,9 +303,9 @@ class Session:
         for v, arr in self._host.items():
             if v._remote is not None:
                 continue
-            self._write_replicas(self._engine, self._prog.tensor_index[v], v, arr)
+            self._write_replicas(self._hosteng, self._prog.tensor_index[v], v, arr)
             if self._shadow is not None:
-                self._write_replicas(self._shadow.engine, self._shadow.tensor_index[v], v, arr)
+                self._write_replicas(self._shadow_hosteng, self._shadow.tensor_index[v], v, arr)
         self._remote.write(self._host)
         if self._shadow_remote is not None:
             self._shadow_remote.write(self._host)
@@ -301,22 +342,23 @@ class Session:
         of each group (PopXL's one_per_group); every replica's too for an
         ``all_replicas`` variable."""
         idx = self._prog.tensor_index[v]
-        R = int(self._engine.replicas)
+        eng = self._hosteng
+        R = int(eng.replicas)
         groups = self._groups_of(v, R)
         if groups is None:
-            self._engine.read_tensor(idx, arr)
+            eng.read_tensor(idx, arr)
         else:
             done = set()
             for r, g in enumerate(groups):
                 if g not in done:
                     done.add(g)
                     out = np.empty(v.shape, v.dtype.as_numpy())
-                    self._engine.read_tensor(idx, out, r)
+                    eng.read_tensor(idx, out, r)
                     arr[g] = out
         if R > 1 and v.retrieval_mode == "all_replicas":
             every = np.empty((R,) + tuple(v.shape), v.dtype.as_numpy())
             for r in range(R):
-                self._engine.read_tensor(idx, every[r], r)
+                eng.read_tensor(idx, every[r], r)
             self._all_replicas[v] = every
 
     def _assert_state_defined(self, what: str) -> None:
@@ -335,6 +377,7 @@ class Session:
         self._assert_attached("weights_to_host")
         self._assert_state_defined("weights_to_host")
         self._engine.run_weights_program(False)
+        self._prefetch_other_instances()
         for v, arr in self._host.items():
             if isinstance(v._host_data, np.memmap) and not v._host_data.flags.writeable:
                 raise ValueError(f"weights_to_host: variable {v.id!r} is a read-only memmap")

@@ -140,6 +140,8 @@ def to_desc(prog: Program, with_data: bool = True):
 
     desc = core.ProgramDesc()
     desc.replicas = prog.replicas
+    if getattr(prog.ir, "_popdist", None) is not None:
+        desc.global_replicas = prog.ir.replication_factor  # several instances (popdist)
     remote_index = {}
     for i, rb in enumerate(prog.remote_buffers):
         remote_index[id(rb)] = desc.add_remote_buffer(
