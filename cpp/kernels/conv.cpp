@@ -35,6 +35,7 @@
 
 #include "../core/blas.hpp"
 #include "../core/fp8.hpp"
+#include "../core/gemm.hpp"
 #include "../core/parallel.hpp"
 #include "common.hpp"
 
@@ -488,13 +489,13 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
 // (oh * IWp + ow, the last (kw-1)*dw of each row wasted), and kernel tap
 // (kh, kw) reads every channel shifted by kh*dh*IWp + kw*dw: a plain strided
 // matrix. So the output is a sum over taps of products
-//   Yt[pos, m] += Xpad_shift[c, pos]^T @ Wtap[m, c]^T
-// that the GEMM reads in place (A transposed, no packing of the large
-// operand), accumulated in a position-major block that stays in L2, then
-// transposed into the channel-major output. The data gradient of a unit
-// stride convolution is the same computation on dy with flipped,
-// transposed weights; the weight gradient is one product per tap,
-// dy (in padded rows) @ Xpad_shift^T.
+//   Y[m, pos] += Wtap[m, c] @ Xpad_shift[c, pos]
+// (the GEMM reads the weights in place and packs the shifted image by plain
+// row copies), accumulated in a channel-major block that stays in L2, whose
+// rows are then copied into the output. The data gradient of a unit stride
+// convolution is the same computation on dy with flipped, transposed
+// weights; the weight gradient is one product per tap,
+// Xpad_shift @ dy^T (dy in padded rows, packed once per image).
 struct TapGeom {
   int64_t Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW;
   int64_t IHp, IWp, plane;  // padded rows, padded width, plane stride (with slack)
@@ -527,8 +528,11 @@ int64_t tap_rows_per_block(const TapGeom& t) {
   return std::max<int64_t>(1, std::min<int64_t>(t.OH, (int64_t(1) << 15) / std::max<int64_t>(1, t.IWp * t.Mo)));
 }
 
-// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] applied to the shifted
-// padded input. ct: a (rows_per_block * IWp) x Mo buffer.
+// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] @ the shifted padded
+// input [Cin, positions]: the weights are the GEMM's A (read in place), the
+// shifted image its B (rows of the padded planes, packed by plain copies),
+// and the product [Mo, positions] comes out channel-major, so each output
+// row is one contiguous copy. ct: a Mo x (rows_per_block * IWp) buffer.
 void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y, float* ct) {
   const int64_t rb = tap_rows_per_block(t);
   for (int64_t r0 = 0; r0 < t.OH; r0 += rb) {
@@ -536,29 +540,33 @@ void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y,
     int64_t tap = 0;
     for (int64_t kh = 0; kh < t.KH; ++kh)
       for (int64_t kw = 0; kw < t.KW; ++kw, ++tap) {
-        const float* a = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
-        blas::sgemm(true, true, npos, t.Mo, t.Cin, 1.0f, a, t.plane, wt + tap * t.Mo * t.Cin,
-                    t.Cin, tap == 0 ? 0.0f : 1.0f, ct, t.Mo);
+        const float* b = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
+        blas::sgemm(false, false, t.Mo, npos, t.Cin, 1.0f, wt + tap * t.Mo * t.Cin, t.Cin, b,
+                    t.plane, tap == 0 ? 0.0f : 1.0f, ct, npos);
       }
     for (int64_t m = 0; m < t.Mo; ++m)
-      for (int64_t r = r0; r < r1; ++r) {
-        float* dst = y + (m * t.OH + r) * t.OW;
-        const float* src = ct + (r - r0) * t.IWp * t.Mo + m;
-        for (int64_t ow = 0; ow < t.OW; ++ow) dst[ow] = src[ow * t.Mo];
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(y + (m * t.OH + r) * t.OW, ct + m * npos + (r - r0) * t.IWp,
+                    sizeof(float) * (size_t)t.OW);
   }
 }
 
-// dwt[tap] [Mo, Cin] (+)= dyp [Mo, OH*IWp] @ shifted xpad^T, where dyp is dy
-// laid out over padded rows (zeros in the wasted columns).
-void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, float* dwt, bool acc) {
+// dwt[tap] [Cin, Mo] (+)= shifted xpad [Cin, OH*IWp] @ dyp^T, where dyp is dy
+// laid out over padded rows (zeros in the wasted columns) and packed once
+// into `dyp_packed` as the B of all the taps' products (the image is the A,
+// read in place).
+void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, gemm::PackedB* dyp_packed,
+                 float* dwt, bool acc) {
   const int64_t npos = t.OH * t.IWp;
+  if (dyp_packed->K() == npos && dyp_packed->N() == t.Mo)
+    dyp_packed->repack(true, dyp, npos);
+  else
+    *dyp_packed = gemm::PackedB(true, npos, t.Mo, dyp, npos);
   int64_t tap = 0;
   for (int64_t kh = 0; kh < t.KH; ++kh)
     for (int64_t kw = 0; kw < t.KW; ++kw, ++tap)
-      blas::sgemm(false, true, t.Mo, t.Cin, npos, 1.0f, dyp, npos,
-                  xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane, acc ? 1.0f : 0.0f,
-                  dwt + tap * t.Mo * t.Cin, t.Cin);
+      gemm::sgemm_packed(false, t.Cin, 1.0f, xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane,
+                         *dyp_packed, acc ? 1.0f : 0.0f, dwt + tap * t.Cin * t.Mo, t.Mo);
 }
 
 bool tap_applies(const Geom& g, ConvKind kind) {
@@ -617,6 +625,7 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
     std::vector<float> ct(kind == ConvKind::WeightsGrad ? 0
                           : (size_t)(tap_rows_per_block(t) * t.IWp * t.Mo));
     std::vector<float> dyp(kind == ConvKind::WeightsGrad ? (size_t)(g.Mg * g.out[1] * t.IWp) : 0);
+    gemm::PackedB dyp_packed;
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gi = 0; gi < g.G; ++gi) {
         const int64_t cin_g = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
@@ -630,8 +639,8 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
               std::memcpy(d, dy + (m * g.out[1] + r) * g.out[2], sizeof(float) * (size_t)g.out[2]);
               std::fill(d + g.out[2], d + t.IWp, 0.0f);
             }
-          tap_weights(t, xpad.data(), dyp.data(), partial.data() + u * wsize + gi * taps * g.Mg * g.Cg,
-                      n != n0);
+          tap_weights(t, xpad.data(), dyp.data(), &dyp_packed,
+                      partial.data() + u * wsize + gi * taps * g.Mg * g.Cg, n != n0);
         } else {
           const int64_t cout_g = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
           tap_forward(t, xpad.data(), wt.data() + gi * taps * g.Mg * g.Cg,
@@ -654,7 +663,7 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
         for (int64_t m = 0; m < g.Mg; ++m)
           for (int64_t c = 0; c < g.Cg; ++c)
             O[(gi * g.Mg + m) * g.K + c * g.Ksp + tap] =
-                partial[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)];
+                partial[(size_t)(((gi * taps + tap) * g.Cg + c) * g.Mg + m)];
   }
 }
 
