@@ -696,11 +696,15 @@ struct DirectTask {
 
 // Accumulates NS vectors x MB channels over the K taps at `base` and stores
 // the nw valid columns of each of the nm valid channels at y (row stride
-// plane = OH*OW between channels).
+// plane = OH*OW between channels). spill: the caller lets a short strip
+// store whole vectors, past the row's end into the start of the next row
+// of the same channel, which it writes afterwards (a per-channel memcpy of
+// the tail cost more than the multiply-adds of a 28-wide MNIST row).
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_strip(const float* base, const int64_t* offs,
                                                         const float* w, int64_t K, float* y,
-                                                        int64_t plane, int64_t nm, int64_t nw) {
+                                                        int64_t plane, int64_t nm, int64_t nw,
+                                                        bool spill) {
   typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
   Vf acc[MB][NS];
   for (int j = 0; j < MB; ++j)
@@ -717,37 +721,44 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
   }
   for (int64_t j = 0; j < nm; ++j) {
     float* dst = y + j * plane;
-    if (nw == NS * V) {
+    if (nw == NS * V || spill) {
       for (int s = 0; s < NS; ++s) *reinterpret_cast<Vf*>(dst + s * V) = acc[j][s];
     } else {
-      std::memcpy(dst, &acc[j][0], sizeof(float) * (size_t)nw);
+      for (int s = 0; s < NS; ++s)
+        for (int i = 0; i < V && s * V + i < nw; ++i) dst[s * V + i] = acc[j][s][i];
     }
   }
 }
 
 // One task's output rows: strips of up to NSMAX vectors, MB channels at a
-// time (the last strip of a row takes as few vectors as cover it).
+// time (the last strip of a row takes as few vectors as cover it). Rows are
+// written in increasing order, so every row but a channel's last may spill
+// its last strip into the next (see direct_strip).
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  const int64_t over = (t.OW + V - 1) / V * V - t.OW;  // floats a row's last strip spills
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
     for (int64_t oh = 0; oh < t.OH; ++oh) {
       float* yrow = t.y + mb * MB * plane + oh * t.OW;
       const float* brow = t.pad + oh * t.row_step;
+      const bool spill = oh + 1 < t.OH && over <= t.OW;
       for (int64_t ow = 0; ow < t.OW;) {
         const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
         const float* base = brow + ow;
         if (nv >= NSMAX) {
           const int64_t nw = std::min<int64_t>(left, NSMAX * V);
-          direct_strip<V, NSMAX, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, nw);
+          direct_strip<V, NSMAX, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, nw, spill);
           ow += NSMAX * V;
         } else if (NSMAX > 2 && nv == 2) {
-          direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, left);
+          direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, left,
+                                                  spill);
           ow = t.OW;
         } else {
-          direct_strip<V, 1, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, std::min<int64_t>(left, V));
+          direct_strip<V, 1, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, std::min<int64_t>(left, V),
+                                 spill);
           ow += V;
         }
       }
