@@ -53,7 +53,7 @@ CONV_CASES = [
     ((2, 3, 11, 21), (6, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
     ((2, 2, 9, 30), (12, 2, 2, 3), (1, 3), (0, 1, 1, 2), (1, 2), 1),
     # the direct kernel's tails at every level (16 lanes x up to 3 vectors and
-    # 8 channels at AVX-512, 8 x 2 and 6 at AVX2, 4 x 2 and 6 below): MNIST's
+    # 8 channels at AVX-512, 8 x 3 and 4 at AVX2, 4 x 2 and 4 below): MNIST's
     # layer, output widths ending mid-vector and mid-strip, channel counts
     # that are not a multiple of the block, strides 2 and 3 with dilation
     ((2, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),
