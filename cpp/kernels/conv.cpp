@@ -19,6 +19,11 @@
 // product. Unfolding and folding run over the core's thread pool by
 // (image, channel); the products use the GEMM's own threading. A 1x1
 // convolution with unit strides and no padding uses the input in place.
+// Two faster paths take the shapes they fit (each described where defined):
+// the direct kernel for short reductions (C/G x kernel <= 64, forward only,
+// compiled per instruction-set level) and tap-decomposed products for unit
+// strides with 16+ channels (all three ops). IPUXL_CONV_NO_TAP=1 turns the
+// latter off (for comparisons).
 //
 // Types: float32; float16 computes in float32 and rounds once; with a third
 // input (an int32 scalar log2_scale) the operands are float8_143/152 (both
