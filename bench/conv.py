@@ -19,6 +19,14 @@ ipuxl is faster), and the largest difference between the two results.
   scripts/dev_build.sh build/dev
   IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/conv.py [--threads 1]
 
+Instruction-set levels: IPUXL_ISA=avx2 (or sse) forces ipuxl's kernels to
+a lower level; ONEDNN_MAX_CPU_ISA=AVX2 (or SSE41) holds PyTorch's oneDNN
+convolutions to the same level, so the ratio compares like with like. Both
+are printed in the header.
+
+  IPUXL_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 IPUXL_CORE_DIR=build/dev PYTHONPATH=python \
+      python3 bench/conv.py
+
 On a machine other jobs are using, both peers slow down (PyTorch's OpenMP
 pool more so, as its threads wait at barriers for descheduled peers): run
 it on an idle machine, or compare at --threads 1, where contention matters
@@ -152,8 +160,10 @@ def main():
     import os
 
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print(f"CPU: {cpu_model()}; ipuxl core threads {core.num_threads()}, GEMM "
-          f"{core.gemm_kernel()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"CPU: {cpu_model()}; ipuxl core threads {core.num_threads()}, level {core.isa()}, "
+          f"GEMM {core.gemm_kernel()}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA="
+          f"{os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset: its best)')}")
     print(f"{'case':38s} {'ipuxl ms':>9s} {'torch ms':>9s} {'torch/ipuxl':>11s} {'max diff':>9s}")
     rng = np.random.default_rng(0)
     ratios = []

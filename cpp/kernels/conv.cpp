@@ -19,6 +19,11 @@
 // product. Unfolding and folding run over the core's thread pool by
 // (image, channel); the products use the GEMM's own threading. A 1x1
 // convolution with unit strides and no padding uses the input in place.
+// Two faster paths take the shapes they fit (each described where defined):
+// the direct kernel for short reductions (C/G x kernel <= 64, forward only,
+// compiled per instruction-set level) and tap-decomposed products for unit
+// strides with 16+ channels (all three ops). IPUXL_CONV_NO_TAP=1 turns the
+// latter off (for comparisons).
 //
 // Types: float32; float16 computes in float32 and rounds once; with a third
 // input (an int32 scalar log2_scale) the operands are float8_143/152 (both
@@ -35,6 +40,7 @@
 
 #include "../core/blas.hpp"
 #include "../core/fp8.hpp"
+#include "../core/gemm.hpp"
 #include "../core/parallel.hpp"
 #include "common.hpp"
 
@@ -488,13 +494,13 @@ void run_weights_grad(const ConvPlan& p, const float* DY, const float* X, float*
 // (oh * IWp + ow, the last (kw-1)*dw of each row wasted), and kernel tap
 // (kh, kw) reads every channel shifted by kh*dh*IWp + kw*dw: a plain strided
 // matrix. So the output is a sum over taps of products
-//   Yt[pos, m] += Xpad_shift[c, pos]^T @ Wtap[m, c]^T
-// that the GEMM reads in place (A transposed, no packing of the large
-// operand), accumulated in a position-major block that stays in L2, then
-// transposed into the channel-major output. The data gradient of a unit
-// stride convolution is the same computation on dy with flipped,
-// transposed weights; the weight gradient is one product per tap,
-// dy (in padded rows) @ Xpad_shift^T.
+//   Y[m, pos] += Wtap[m, c] @ Xpad_shift[c, pos]
+// (the GEMM reads the weights in place and packs the shifted image by plain
+// row copies), accumulated in a channel-major block that stays in L2, whose
+// rows are then copied into the output. The data gradient of a unit stride
+// convolution is the same computation on dy with flipped, transposed
+// weights; the weight gradient is one product per tap,
+// Xpad_shift @ dy^T (dy in padded rows, packed once per image).
 struct TapGeom {
   int64_t Cin, IH, IW, ph, pw, KH, KW, dh, dw, Mo, OH, OW;
   int64_t IHp, IWp, plane;  // padded rows, padded width, plane stride (with slack)
@@ -527,8 +533,11 @@ int64_t tap_rows_per_block(const TapGeom& t) {
   return std::max<int64_t>(1, std::min<int64_t>(t.OH, (int64_t(1) << 15) / std::max<int64_t>(1, t.IWp * t.Mo)));
 }
 
-// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] applied to the shifted
-// padded input. ct: a (rows_per_block * IWp) x Mo buffer.
+// y[Mo, OH, OW] = sum over taps of wt[tap] [Mo, Cin] @ the shifted padded
+// input [Cin, positions]: the weights are the GEMM's A (read in place), the
+// shifted image its B (rows of the padded planes, packed by plain copies),
+// and the product [Mo, positions] comes out channel-major, so each output
+// row is one contiguous copy. ct: a Mo x (rows_per_block * IWp) buffer.
 void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y, float* ct) {
   const int64_t rb = tap_rows_per_block(t);
   for (int64_t r0 = 0; r0 < t.OH; r0 += rb) {
@@ -536,29 +545,33 @@ void tap_forward(const TapGeom& t, const float* xpad, const float* wt, float* y,
     int64_t tap = 0;
     for (int64_t kh = 0; kh < t.KH; ++kh)
       for (int64_t kw = 0; kw < t.KW; ++kw, ++tap) {
-        const float* a = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
-        blas::sgemm(true, true, npos, t.Mo, t.Cin, 1.0f, a, t.plane, wt + tap * t.Mo * t.Cin,
-                    t.Cin, tap == 0 ? 0.0f : 1.0f, ct, t.Mo);
+        const float* b = xpad + (r0 + kh * t.dh) * t.IWp + kw * t.dw;
+        blas::sgemm(false, false, t.Mo, npos, t.Cin, 1.0f, wt + tap * t.Mo * t.Cin, t.Cin, b,
+                    t.plane, tap == 0 ? 0.0f : 1.0f, ct, npos);
       }
     for (int64_t m = 0; m < t.Mo; ++m)
-      for (int64_t r = r0; r < r1; ++r) {
-        float* dst = y + (m * t.OH + r) * t.OW;
-        const float* src = ct + (r - r0) * t.IWp * t.Mo + m;
-        for (int64_t ow = 0; ow < t.OW; ++ow) dst[ow] = src[ow * t.Mo];
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(y + (m * t.OH + r) * t.OW, ct + m * npos + (r - r0) * t.IWp,
+                    sizeof(float) * (size_t)t.OW);
   }
 }
 
-// dwt[tap] [Mo, Cin] (+)= dyp [Mo, OH*IWp] @ shifted xpad^T, where dyp is dy
-// laid out over padded rows (zeros in the wasted columns).
-void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, float* dwt, bool acc) {
+// dwt[tap] [Cin, Mo] (+)= shifted xpad [Cin, OH*IWp] @ dyp^T, where dyp is dy
+// laid out over padded rows (zeros in the wasted columns) and packed once
+// into `dyp_packed` as the B of all the taps' products (the image is the A,
+// read in place).
+void tap_weights(const TapGeom& t, const float* xpad, const float* dyp, gemm::PackedB* dyp_packed,
+                 float* dwt, bool acc) {
   const int64_t npos = t.OH * t.IWp;
+  if (dyp_packed->K() == npos && dyp_packed->N() == t.Mo)
+    dyp_packed->repack(true, dyp, npos);
+  else
+    *dyp_packed = gemm::PackedB(true, npos, t.Mo, dyp, npos);
   int64_t tap = 0;
   for (int64_t kh = 0; kh < t.KH; ++kh)
     for (int64_t kw = 0; kw < t.KW; ++kw, ++tap)
-      blas::sgemm(false, true, t.Mo, t.Cin, npos, 1.0f, dyp, npos,
-                  xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane, acc ? 1.0f : 0.0f,
-                  dwt + tap * t.Mo * t.Cin, t.Cin);
+      gemm::sgemm_packed(false, t.Cin, 1.0f, xpad + kh * t.dh * t.IWp + kw * t.dw, t.plane,
+                         *dyp_packed, acc ? 1.0f : 0.0f, dwt + tap * t.Cin * t.Mo, t.Mo);
 }
 
 bool tap_applies(const Geom& g, ConvKind kind) {
@@ -617,6 +630,7 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
     std::vector<float> ct(kind == ConvKind::WeightsGrad ? 0
                           : (size_t)(tap_rows_per_block(t) * t.IWp * t.Mo));
     std::vector<float> dyp(kind == ConvKind::WeightsGrad ? (size_t)(g.Mg * g.out[1] * t.IWp) : 0);
+    gemm::PackedB dyp_packed;
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gi = 0; gi < g.G; ++gi) {
         const int64_t cin_g = kind == ConvKind::DataGrad ? g.Mg : g.Cg;
@@ -630,8 +644,8 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
               std::memcpy(d, dy + (m * g.out[1] + r) * g.out[2], sizeof(float) * (size_t)g.out[2]);
               std::fill(d + g.out[2], d + t.IWp, 0.0f);
             }
-          tap_weights(t, xpad.data(), dyp.data(), partial.data() + u * wsize + gi * taps * g.Mg * g.Cg,
-                      n != n0);
+          tap_weights(t, xpad.data(), dyp.data(), &dyp_packed,
+                      partial.data() + u * wsize + gi * taps * g.Mg * g.Cg, n != n0);
         } else {
           const int64_t cout_g = kind == ConvKind::DataGrad ? g.Cg : g.Mg;
           tap_forward(t, xpad.data(), wt.data() + gi * taps * g.Mg * g.Cg,
@@ -654,109 +668,202 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
         for (int64_t m = 0; m < g.Mg; ++m)
           for (int64_t c = 0; c < g.Cg; ++c)
             O[(gi * g.Mg + m) * g.K + c * g.Ksp + tap] =
-                partial[(size_t)(((gi * taps + tap) * g.Mg + m) * g.Cg + c)];
+                partial[(size_t)(((gi * taps + tap) * g.Cg + c) * g.Mg + m)];
   }
 }
 
 // Direct forward convolution for a short reduction (few input channels
 // times kernel taps, e.g. the first layer of an image network): an im2col
 // product would have K of a few dozen, where the GEMM spends more time
-// packing and storing than multiplying. A task takes one image and a block
-// of kDirectMB output channels: it copies the image's channels once into a
-// zero-padded buffer (so no tap needs bounds checks), then for every
-// 16-wide strip of an output row keeps the block's accumulators in vector
-// registers over all C/G x kernel taps (one load, kDirectMB FMAs per tap).
-// 1 or 2 spatial axes, any strides.
-constexpr int64_t kDirectMaxK = 64, kDirectMB = 8, kStrip = 16;
-typedef float Strip __attribute__((vector_size(kStrip * sizeof(float)), aligned(4)));
+// packing and storing than multiplying. A task takes one image and group:
+// it copies the image's channels once into a zero-padded buffer (so no tap
+// needs bounds checks), then for every strip of an output row (NS vectors
+// of the level's width) and block of MB output channels keeps the NS x MB
+// accumulators in vector registers over all C/G x kernel taps: per tap NS
+// loads and MB broadcast weights feed NS * MB multiply-adds. The register
+// blocking is per instruction-set level (32 registers at AVX-512, 16
+// below), and each level's copy is compiled for it (target attributes).
+// 1 or 2 spatial axes, any strides and dilations.
+constexpr int64_t kDirectMaxK = 64, kDirectMaxMB = 8, kDirectPadV = 16;
 
 bool direct_applies(const Geom& g) {
-  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK &&
-         g.out[2] >= 8 && !g.pointwise;
+  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK && g.out[2] >= 8 && !g.pointwise;
+}
+
+// Everything one image-and-group task needs (see run_forward_direct).
+struct DirectTask {
+  const float* pad;     // padded image, [Cg][PH][sw phases][PWj]
+  const int64_t* offs;  // per tap: offset from a strip's base in `pad`
+  const float* w;       // [mblocks][K][MB] weights, zero beyond Mg
+  float* y;             // output of this image and group, [Mg][OH][OW]
+  int64_t K, Mg, OH, OW, row_step;  // row_step: floats between output rows' bases
+};
+
+// Accumulates NS vectors x MB channels over the K taps at `base` and stores
+// the nw valid columns of each of the nm valid channels at y (row stride
+// plane = OH*OW between channels). spill: the caller lets a short strip
+// store whole vectors, past the row's end into the start of the next row
+// of the same channel, which it writes afterwards (a per-channel memcpy of
+// the tail cost more than the multiply-adds of a 28-wide MNIST row).
+template <int V, int NS, int MB>
+__attribute__((always_inline)) inline void direct_strip(const float* base, const int64_t* offs,
+                                                        const float* w, int64_t K, float* y,
+                                                        int64_t plane, int64_t nm, int64_t nw,
+                                                        bool spill) {
+  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
+  Vf acc[MB][NS];
+  for (int j = 0; j < MB; ++j)
+    for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
+  for (int64_t k = 0; k < K; ++k) {
+    const float* p = base + offs[k];
+    Vf v[NS];
+    for (int s = 0; s < NS; ++s) v[s] = *reinterpret_cast<const Vf*>(p + s * V);
+    const float* wk = w + k * MB;
+    for (int j = 0; j < MB; ++j) {
+      const float b = wk[j];
+      for (int s = 0; s < NS; ++s) acc[j][s] += b * v[s];
+    }
+  }
+  for (int64_t j = 0; j < nm; ++j) {
+    float* dst = y + j * plane;
+    if (nw == NS * V || spill) {
+      for (int s = 0; s < NS; ++s) *reinterpret_cast<Vf*>(dst + s * V) = acc[j][s];
+    } else {
+      for (int s = 0; s < NS; ++s)
+        for (int i = 0; i < V && s * V + i < nw; ++i) dst[s * V + i] = acc[j][s][i];
+    }
+  }
+}
+
+// One task's output rows: strips of up to NSMAX vectors, MB channels at a
+// time (the last strip of a row takes as few vectors as cover it). Rows are
+// written in increasing order, so every row but a channel's last may spill
+// its last strip into the next (see direct_strip).
+template <int V, int NSMAX, int MB>
+__attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  const int64_t over = (t.OW + V - 1) / V * V - t.OW;  // floats a row's last strip spills
+  for (int64_t mb = 0; mb < mblocks; ++mb) {
+    const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
+    const float* w = t.w + mb * t.K * MB;
+    for (int64_t oh = 0; oh < t.OH; ++oh) {
+      float* yrow = t.y + mb * MB * plane + oh * t.OW;
+      const float* brow = t.pad + oh * t.row_step;
+      const bool spill = oh + 1 < t.OH && over <= t.OW;
+      for (int64_t ow = 0; ow < t.OW;) {
+        const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
+        const float* base = brow + ow;
+        if (nv >= NSMAX) {
+          const int64_t nw = std::min<int64_t>(left, NSMAX * V);
+          direct_strip<V, NSMAX, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, nw, spill);
+          ow += NSMAX * V;
+        } else if (NSMAX > 2 && nv == 2) {
+          direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, left,
+                                                  spill);
+          ow = t.OW;
+        } else {
+          direct_strip<V, 1, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, std::min<int64_t>(left, V),
+                                 spill);
+          ow += V;
+        }
+      }
+    }
+  }
+}
+
+// Per-level copies. AVX-512: 16 lanes, up to 3 vectors x 8 channels of
+// accumulators in 32 registers; AVX2: 8 lanes, 3 x 4 in 16 registers; the
+// baseline (no FMA: a multiply needs a spare register): 4 lanes, 2 x 4.
+// Channel blocks of 4 or 8 divide the usual channel counts (a block of 6
+// computed 36 channels for MNIST's 32).
+#if IPUXL_MULTI_ISA
+IPUXL_TARGET_AVX512 void direct_task_avx512(const DirectTask& t) { direct_task<16, 3, 8>(t); }
+IPUXL_TARGET_AVX2 void direct_task_avx2(const DirectTask& t) { direct_task<8, 3, 4>(t); }
+#endif
+void direct_task_base(const DirectTask& t) { direct_task<4, 2, 4>(t); }
+
+int direct_mb() {
+#if IPUXL_MULTI_ISA
+  if (isa::current() == isa::Level::AVX512) return 8;
+#endif
+  return 4;
+}
+
+void direct_task_run(const DirectTask& t) {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: direct_task_avx512(t); return;
+    case isa::Level::AVX2: direct_task_avx2(t); return;
+    default: break;
+  }
+#endif
+  direct_task_base(t);
 }
 
 void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y) {
-  const int64_t mblocks = (g.Mg + kDirectMB - 1) / kDirectMB;
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
-  const int64_t kh_n = g.k[1], kw_n = g.k[2];
+  const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K;
   // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
   // split into sw column phases (padded column j*sw + q in phase q, column
   // j), so that for any stride a tap reads contiguous columns of one phase:
-  // tap kw reads phase (kw*dw) % sw from column ow + (kw*dw) / sw.
+  // tap kw reads phase (kw*dw) % sw from column ow + (kw*dw) / sw. Columns
+  // run to a whole number of the widest vectors past OW (strips read them).
   const int64_t sw = g.stride[2];
-  const int64_t strips = (OW + kStrip - 1) / kStrip;
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
-  const int64_t PWj = strips * kStrip + ((kw_n - 1) * g.dil[2]) / sw + 1;
-  const int64_t units = g.N * g.G * mblocks;
-  const int64_t work_per_unit = kDirectMB * g.P * g.K;
-  parallel_for(units, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
+  const int64_t PWj = (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV +
+                      ((kw_n - 1) * g.dil[2]) / sw + 1;
+  // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
+  std::vector<int64_t> offs((size_t)K);
+  {
+    int64_t k = 0;
+    for (int64_t c = 0; c < g.Cg; ++c)
+      for (int64_t kh = 0; kh < kh_n; ++kh)
+        for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
+          offs[(size_t)k] = ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                            (kw * g.dil[2]) / sw;
+  }
+  // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
+  // zeros past the group's channels).
+  const int64_t MB = direct_mb(), mblocks = (g.Mg + MB - 1) / MB;
+  std::vector<float> wb((size_t)(g.G * mblocks * K * MB), 0.0f);
+  for (int64_t gi = 0; gi < g.G; ++gi)
+    for (int64_t m = 0; m < g.Mg; ++m)
+      for (int64_t k = 0; k < K; ++k)
+        wb[(size_t)(((gi * mblocks + m / MB) * K + k) * MB + m % MB)] =
+            W[(gi * g.Mg + m) * K + k];
+  const int64_t work_per_unit = g.Mg * g.P * K;
+  parallel_for(g.N * g.G, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
                [&](int64_t u0, int64_t u1) {
     std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
-    int64_t padded_for = -1;  // the (n, group) held in `pad`
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t mb = u % mblocks, gi = (u / mblocks) % g.G, n = u / (mblocks * g.G);
-      if (padded_for != n * g.G + gi) {
-        padded_for = n * g.G + gi;
-        std::fill(pad.begin(), pad.end(), 0.0f);
-        const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
-        for (int64_t c = 0; c < g.Cg; ++c)
-          for (int64_t r = 0; r < PH; ++r) {
-            const int64_t ih = r - g.pad[1];
-            if (ih < 0 || ih >= IH) continue;
-            const float* src = img + (c * IH + ih) * IW;
-            for (int64_t q = 0; q < sw; ++q) {
-              float* dst = pad.data() + ((c * PH + r) * sw + q) * PWj;
-              // padded column j*sw + q holds input column j*sw + q - pad_w
-              for (int64_t j = 0; j < PWj; ++j) {
-                const int64_t iw = j * sw + q - g.pad[2];
-                if (iw >= 0 && iw < IW) dst[j] = src[iw];
-              }
+      const int64_t gi = u % g.G, n = u / g.G;
+      std::fill(pad.begin(), pad.end(), 0.0f);
+      const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t r = 0; r < PH; ++r) {
+          const int64_t ih = r - g.pad[1];
+          if (ih < 0 || ih >= IH) continue;
+          const float* src = img + (c * IH + ih) * IW;
+          float* row = pad.data() + (c * PH + r) * sw * PWj;
+          // padded column j*sw + q holds input column j*sw + q - pad_w
+          if (sw == 1) {
+            const int64_t j0 = std::max<int64_t>(0, g.pad[2]);
+            const int64_t j1 = std::min<int64_t>(PWj, IW + g.pad[2]);
+            if (j1 > j0) std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
+            continue;
+          }
+          for (int64_t q = 0; q < sw; ++q) {
+            float* dst = row + q * PWj;
+            for (int64_t j = 0; j < PWj; ++j) {
+              const int64_t iw = j * sw + q - g.pad[2];
+              if (iw >= 0 && iw < IW) dst[j] = src[iw];
             }
           }
-      }
-      const int64_t m0 = gi * g.Mg + mb * kDirectMB;
-      const int64_t nm = std::min<int64_t>(kDirectMB, gi * g.Mg + g.Mg - m0);
-      // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's
-      // base; weights tap-major so one tap's kDirectMB values are adjacent.
-      int64_t offs[kDirectMaxK];
-      float w[kDirectMaxK][kDirectMB];
-      {
-        int64_t k = 0;
-        for (int64_t c = 0; c < g.Cg; ++c)
-          for (int64_t kh = 0; kh < kh_n; ++kh)
-            for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
-              offs[k] = ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
-                        (kw * g.dil[2]) / sw;
-        for (int64_t kk = 0; kk < g.K; ++kk)
-          for (int64_t j = 0; j < kDirectMB; ++j) w[kk][j] = j < nm ? W[(m0 + j) * g.K + kk] : 0.0f;
-      }
-      const int64_t K = g.K;
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        for (int64_t s0 = 0; s0 < strips; ++s0) {
-          const float* base = pad.data() + oh * g.stride[1] * sw * PWj + s0 * kStrip;
-          Strip a0 = Strip{}, a1 = Strip{}, a2 = Strip{}, a3 = Strip{};
-          Strip a4 = Strip{}, a5 = Strip{}, a6 = Strip{}, a7 = Strip{};
-          for (int64_t k = 0; k < K; ++k) {
-            const Strip v = *reinterpret_cast<const Strip*>(base + offs[k]);
-            const float* wk = w[k];
-            a0 += wk[0] * v;
-            a1 += wk[1] * v;
-            a2 += wk[2] * v;
-            a3 += wk[3] * v;
-            a4 += wk[4] * v;
-            a5 += wk[5] * v;
-            a6 += wk[6] * v;
-            a7 += wk[7] * v;
-          }
-          const Strip acc[kDirectMB] = {a0, a1, a2, a3, a4, a5, a6, a7};
-          const int64_t ow0 = s0 * kStrip, nw = std::min<int64_t>(kStrip, OW - ow0);
-          for (int64_t j = 0; j < nm; ++j) {
-            float* dst = Y + ((n * g.M + m0 + j) * OH + oh) * OW + ow0;
-            if (nw == kStrip) *reinterpret_cast<Strip*>(dst) = acc[j];
-            else std::memcpy(dst, &acc[j], sizeof(float) * (size_t)nw);
-          }
         }
-      }
+      DirectTask t{pad.data(), offs.data(), wb.data() + gi * mblocks * K * MB,
+                   Y + (n * g.M + gi * g.Mg) * g.P, K, g.Mg, OH, OW,
+                   g.stride[1] * sw * PWj};
+      direct_task_run(t);
     }
   });
 }

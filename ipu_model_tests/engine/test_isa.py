@@ -83,11 +83,12 @@ def test_fma_peak_probe(level):
         core.fma_peak("avx9000", 1, 0.005)
 
 
-# The GEMM tests (every GEMM path) and the fused input-gradient update's;
+# The GEMM tests (every GEMM path), the fused input-gradient update's and
+# the convolutions' (per-level direct kernel);
 # the elementwise copies, the folded updates and the SGD updates are covered
 # by test_levels_agree_with_each_other_and_float64 below.
 LEVEL_TESTS = ["engine/test_gemm.py", "lowering/test_input_grad_update_fusion.py",
-               "examples/test_transformer_block.py"]
+               "examples/test_transformer_block.py", "ops/test_conv_pool.py"]
 
 
 @pytest.mark.parametrize("level", LEVELS)

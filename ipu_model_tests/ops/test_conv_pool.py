@@ -52,6 +52,15 @@ CONV_CASES = [
     ((2, 4, 6, 10), (8, 2, 2, 3), (1, 1), (0, 1, 0, 1), (1, 1), 2),
     ((2, 3, 11, 21), (6, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
     ((2, 2, 9, 30), (12, 2, 2, 3), (1, 3), (0, 1, 1, 2), (1, 2), 1),
+    # the direct kernel's tails at every level (16 lanes x up to 3 vectors and
+    # 8 channels at AVX-512, 8 x 3 and 4 at AVX2, 4 x 2 and 4 below): MNIST's
+    # layer, output widths ending mid-vector and mid-strip, channel counts
+    # that are not a multiple of the block, strides 2 and 3 with dilation
+    ((2, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),
+    ((2, 3, 23, 71), (13, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 4, 9, 50), (10, 2, 3, 3), (1, 1), (0, 2, 1, 0), (2, 3), 2),
+    ((2, 2, 7, 40), (7, 2, 1, 5), (1, 3), (0, 0, 3, 1), (1, 2), 1),
+    ((1, 1, 5, 103), (9, 1, 2, 7), (1, 1), (1, 3, 0, 2), (1, 1), 1),
     # output rows in several L2-sized blocks: one large image, and per image
     ((1, 64, 40, 40), (8, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((4, 32, 30, 30), (4, 32, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
@@ -97,6 +106,31 @@ def test_conv_second_order():
     hx, hw = torch.autograd.grad(s, [xt, wt])
     np.testing.assert_allclose(got[0], hx.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], hw.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
+    ((2, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),      # direct
+    ((2, 3, 15, 37), (13, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),      # direct, strided
+    ((2, 32, 9, 13), (24, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 2), 2),     # taps
+    ((2, 16, 10, 11), (8, 16, 3, 3), (2, 1), (1, 0, 1, 2), (1, 1), 1),    # unfold + GEMM
+])
+def test_conv_float16_value_and_grad(xs, ws, stride, pads, dil, groups):
+    """float16 operands compute in float32 and round once: values and both
+    gradients within a few float16 ulps of float64 on the same inputs."""
+    x = RNG.standard_normal(xs).astype(np.float16)
+    w = (RNG.standard_normal(ws) * 0.3).astype(np.float16)
+    fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    assert outs[0].dtype == np.float16 and grads[0].dtype == np.float16
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, stride, pads, dil, groups), x, w)
+    # _torch_grads seeds with float32 normals; the harness seeds float16 ones
+    seed = _seed(want.shape).astype(np.float16).astype(np.float64)
+    ts = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in (x, w)]
+    (_torch_conv(*ts, stride, pads, dil, groups) * torch.tensor(seed)).sum().backward()
+    dx, dw = ts[0].grad.numpy(), ts[1].grad.numpy()
+    for got, ref in ((outs[0], want), (grads[0], dx), (grads[1], dw)):
+        scale = float(np.max(np.abs(ref)))
+        np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2e-3, atol=2e-3 * scale)
 
 
 def test_conv_float16_and_pad_types():
