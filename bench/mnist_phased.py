@@ -66,31 +66,45 @@ def main(argv=None):
                           host_passes="-view_remote_loads" if name == "phased-copies" else None)
         s.__enter__()
         runs[name] = (s, {images: x, labels: y})
+    # Wall-clock and CPU time (all threads) of each step; the order of the
+    # programs rotates every round so that none always runs after the same one.
     times = {m: [] for m in runs}
+    cpu = {m: [] for m in runs}
+    names = list(runs)
     for i in range(a.warmup + a.steps):
-        for mode, (s, feeds) in runs.items():
-            t0 = time.perf_counter()
+        for j in range(len(names)):
+            mode = names[(i + j) % len(names)]
+            s, feeds = runs[mode]
+            c0, t0 = time.process_time(), time.perf_counter()
             s.run(feeds)
+            t1, c1 = time.perf_counter(), time.process_time()
             if i >= a.warmup:
-                times[mode].append(time.perf_counter() - t0)
+                times[mode].append(t1 - t0)
+                cpu[mode].append(c1 - c0)
     for s, _ in runs.values():
         s.__exit__(None, None, None)
     med = {m: float(np.median(t)) * 1e3 for m, t in times.items()}
+    cpu_med = {m: float(np.median(t)) * 1e3 for m, t in cpu.items()}
     if a.program:
         for m in runs:
             print(f"{m}: {med[m]:.2f} ms/step over {a.steps} steps")
         return med
     print(f"{ga} x {mb} samples per step, io_mode={a.io_mode}, {a.steps} steps each, "
           f"interleaved")
-    print(f"{'program':<15}{'ms/step':>10}{'model cycles':>16}{'variables on chip':>20}"
-          f"{'Streaming Memory':>18}")
+    print(f"{'program':<15}{'ms/step':>10}{'CPU ms/step':>13}{'model cycles':>14}"
+          f"{'variables on chip':>19}{'Streaming Memory':>18}")
     for m in runs:
         p = models[m]
         off = sum(b["streaming_bytes"] for b in p.remote_buffers)
-        print(f"{m:<15}{med[m]:>10.2f}{p.cycles:>16,}{p.totals['variables']:>20,}{off:>18,}")
-    print(f"phased / unphased time per step: {med['phased'] / med['unphased']:.3f}")
-    print(f"phased-copies / unphased time per step: "
-          f"{med['phased-copies'] / med['unphased']:.3f}")
+        print(f"{m:<15}{med[m]:>10.2f}{cpu_med[m]:>13.2f}{p.cycles:>14,}"
+              f"{p.totals['variables']:>19,}{off:>18,}")
+    for m in ("phased", "phased-copies"):
+        # The median over rounds of the ratio within each round: a round's
+        # steps ran under about the same machine load.
+        per_round = np.median(np.array(times[m]) / np.array(times["unphased"]))
+        print(f"{m} / unphased time per step: {med[m] / med['unphased']:.3f} (medians), "
+              f"{per_round:.3f} (median per round), "
+              f"{cpu_med[m] / cpu_med['unphased']:.3f} (CPU time)")
     return med
 
 

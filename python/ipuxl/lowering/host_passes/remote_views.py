@@ -73,13 +73,23 @@ def _offset(e: Entry, env: Dict[int, tuple]) -> Optional[int]:
     return v[1] if v is not None and v[0] == "const" else None
 
 
-def _written_roots(prog: Program, g) -> set:
-    roots = alias_roots(prog.entries[g])
-    return {root_of(roots, t) for e in prog.entries[g] for t in e.written_inputs()}
+class _GraphFacts:
+    """Alias roots and written roots of each called graph, computed once."""
+
+    def __init__(self, prog: Program):
+        self.prog, self._cache = prog, {}
+
+    def __call__(self, g) -> Tuple[dict, set]:
+        if g not in self._cache:
+            roots = alias_roots(self.prog.entries[g])
+            written = {root_of(roots, t) for e in self.prog.entries[g]
+                       for t in e.written_inputs()}
+            self._cache[g] = (roots, written)
+        return self._cache[g]
 
 
 def _accesses(prog: Program, e: Entry, env: Dict[int, tuple], consts: Dict[int, int],
-              depth: int = 0) -> List[tuple]:
+              facts: _GraphFacts, depth: int = 0) -> List[tuple]:
     """Every Streaming Memory access ``e`` makes (also inside the graphs it
     calls): ``(kind, buffer id, offset or None, main tensor or None)``; the
     tensor is that of a store whose value is known to be a main-graph
@@ -97,8 +107,7 @@ def _accesses(prog: Program, e: Entry, env: Dict[int, tuple], consts: Dict[int, 
         if e.kind in ("call", "repeat") and gi == 0 and depth < 64:
             g_inputs = prog.graph_inputs[g]
             carried = len(prog.graph_outputs[g]) if e.kind == "repeat" else 0
-            written = _written_roots(prog, g)
-            g_roots = alias_roots(prog.entries[g])
+            g_roots, written = facts(g)
             for i, (caller_t, callee_t) in enumerate(zip(e.inputs, g_inputs)):
                 if i < carried or caller_t is None:
                     continue
@@ -109,7 +118,7 @@ def _accesses(prog: Program, e: Entry, env: Dict[int, tuple], consts: Dict[int, 
                     continue  # the graph changes it before (or after) any store
                 sub[id(callee_t)] = v
         for ce in prog.entries[g]:
-            out.extend(_accesses(prog, ce, sub, consts, depth + 1))
+            out.extend(_accesses(prog, ce, sub, consts, facts, depth + 1))
     return out
 
 
@@ -124,7 +133,7 @@ def _main_env(entries: List[Entry], consts: Dict[int, int]) -> Dict[int, tuple]:
     return env
 
 
-def _viewable(prog: Program, entries: List[Entry], pos: int, roots, env, consts,
+def _viewable(prog: Program, entries: List[Entry], pos: int, roots, env, consts, facts,
               access_cache: Dict[int, list]) -> bool:
     """Whether the load at ``pos`` may view its entry (module docstring)."""
     ld = entries[pos]
@@ -145,7 +154,7 @@ def _viewable(prog: Program, entries: List[Entry], pos: int, roots, env, consts,
         w = writes(e, roots, target)
         acc = access_cache.get(i)
         if acc is None:
-            acc = access_cache[i] = _accesses(prog, e, env, consts)
+            acc = access_cache[i] = _accesses(prog, e, env, consts, facts)
         for kind, buf, off, src in acc:
             if buf != id(rb) or (off is not None and off != k):
                 continue
@@ -173,8 +182,9 @@ def _inline_loads(prog: Program, entries: List[Entry],
 
 
 def _inlined(prog: Program, c: Entry, consts: Dict[int, int]) -> Optional[List[Entry]]:
-    if c.kind != "call" or c.skip or c.modified or c.aliases or len(c.graphs) != 1:
-        return None
+    if (c.kind != "call" or c.skip or c.modified or c.aliases or len(c.graphs) != 1
+            or c.op.execution_context != "normal"):
+        return None  # (an inlined load must run in the program its call ran in)
     g = c.graphs[0]
     body, g_in, g_out = prog.entries[g], prog.graph_inputs[g], prog.graph_outputs[g]
     if not body or len(g_in) != len(c.inputs) or len(g_out) != len(c.outputs):
@@ -186,7 +196,8 @@ def _inlined(prog: Program, c: Entry, consts: Dict[int, int]) -> Optional[List[E
     new, seen = [], set()
     for e in body:
         if (e.kind != "remote_load" or e.skip or e.aliases or e.modified
-                or e.inputs[0] is not None or len(e.outputs) != 1):
+                or e.inputs[0] is not None or len(e.outputs) != 1
+                or e.op.execution_context != "normal"):
             return None
         o = out_pos.get(id(e.outputs[0]))
         if o is None or o in seen:
@@ -206,6 +217,8 @@ def _inlined(prog: Program, c: Entry, consts: Dict[int, int]) -> Optional[List[E
 
 
 def run(prog: Program) -> int:
+    if not prog.remote_buffers:
+        return 0
     main = prog.graphs[0]
     original = prog.entries[main]
     consts = _constants(prog)
@@ -213,9 +226,10 @@ def run(prog: Program) -> int:
     roots = alias_roots(entries)
     env = _main_env(entries, consts)
     cache: Dict[int, list] = {}
+    facts = _GraphFacts(prog)
     viewed = 0
     for pos, e in enumerate(entries):
-        if e.kind == "remote_load" and _viewable(prog, entries, pos, roots, env, consts, cache):
+        if e.kind == "remote_load" and _viewable(prog, entries, pos, roots, env, consts, facts, cache):
             e.attrs = dict(e.attrs)
             e.attrs[ATTR] = 1
             viewed += 1
