@@ -343,3 +343,24 @@ def test_a_store_in_a_loop_with_a_carried_offset_declines():
         return {"y": W0[2] if r == 0 else np.full(16, -1.0, np.float32)}, np.full_like(W0, -1.0)
 
     _check(build, want, viewed=0)
+
+
+def test_the_core_refuses_a_view_into_an_existing_tensor():
+    """The core checks what it relies on: only a load into a new tensor may
+    view its entry (a remote_load_ writes a tensor that has other readers)."""
+    from ipuxl._core_loader import core
+    from ipuxl.lowering import lower
+    from ipuxl.lowering.program import to_desc
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        rb = _buffer()
+        dst = popxl.variable(np.zeros(16, np.float32), name="dst")
+        ops.remote_load_(rb, 0, dst)
+    prog = lower(ir)
+    (e,) = [e for e in prog.entries[ir.main_graph] if e.kind == "remote_load"]
+    e.attrs = {"view_streaming_memory": 1}
+    desc = to_desc(prog)[0]
+    with pytest.raises(ValueError, match="RemoteLoad op 'remote_load_inplace': only a load into "
+                                         "a new intermediate tensor can view Streaming Memory"):
+        core.Engine(desc, 0, None)
