@@ -26,6 +26,19 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
                                   written_roots(*faithful_, f_al, f_order));
   }
   if (desc_->replicas < 1) throw Error("Engine: the program needs at least one replica");
+  view_load_.assign(desc_->ops.size(), 0);
+  for (size_t i = 0; i < desc_->ops.size(); ++i) {
+    const auto& op = desc_->ops[i];
+    if (op.kind != OpKind::RemoteLoad || !op.attrs.has("view_streaming_memory") ||
+        !op.attrs.i("view_streaming_memory"))
+      continue;
+    const int t = op.out[0];
+    if (op.in[0] >= 0 || al_.root[(size_t)t] != t ||
+        desc_->tensors[(size_t)t].kind != TensorKind::Intermediate)
+      throw Error("RemoteLoad op '" + op.name + "': only a load into a new intermediate "
+                  "tensor can view Streaming Memory");
+    view_load_[i] = 1;
+  }
   for (int r = 0; r < desc_->replicas; ++r)
     states_.push_back(
         make_state(*desc_, al_, plan_, exe_, low_.skipped_ops, program_written_, r));
@@ -262,10 +275,25 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                            std::to_string(rb.entries) + " entries (replica " +
                            std::to_string(s->replica) + ")");
           uint8_t* slot = s->remote[(size_t)op.remote_buffer].data() + (size_t)entry * bytes;
-          if (in.code == Code::RemoteLoad)
-            copy_bytes(s->refs[(size_t)op.out[0]].data, slot, bytes);
-          else
-            copy_bytes(slot, s->refs[(size_t)op.in[0]].data, bytes);
+          if (in.code == Code::RemoteStore) {
+            // A tensor that views this very entry (see below) is already there.
+            uint8_t* src = s->refs[(size_t)op.in[0]].data;
+            if (src != slot) copy_bytes(slot, src, bytes);
+            continue;
+          }
+          const int t = op.out[0];
+          if (view_load_[(size_t)in.a]) {
+            // The host pass view_remote_loads proved that reading and
+            // writing the entry itself is what the copy would give: point
+            // the loaded tensor (and its aliases) at it. An entry that is
+            // not 64-byte aligned, as the arena's tensors are, is copied.
+            uint8_t* p = (reinterpret_cast<uintptr_t>(slot) & 63) == 0 ? slot
+                                                                     : s->home[(size_t)t];
+            if (s->refs[(size_t)t].data != p)
+              for (int m : al_.members[(size_t)t]) s->refs[(size_t)m].data = p;
+            if (p == slot) continue;
+          }
+          copy_bytes(s->refs[(size_t)t].data, slot, bytes);
         }
         ++pc;
         break;

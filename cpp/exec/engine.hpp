@@ -103,6 +103,9 @@ class Engine {
   Lowered faithful_low_;
   Executable exe_;
   std::set<int> program_written_;  // roots any op of the program writes
+  // Per op: a RemoteLoad whose tensor views its Streaming Memory entry
+  // instead of receiving a copy (attribute view_streaming_memory).
+  std::vector<uint8_t> view_load_;
   std::vector<std::unique_ptr<State>> states_;
   std::vector<ExecProfile> profiles_;  // per kernel slot
   uint64_t run_index_ = 0;

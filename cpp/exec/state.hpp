@@ -7,7 +7,9 @@
 // repoint a called graph's tensors at the caller's storage while they run.
 #pragma once
 
+#include <cstddef>
 #include <map>
+#include <new>
 #include <memory>
 #include <set>
 #include <vector>
@@ -15,6 +17,21 @@
 #include "executable.hpp"
 
 namespace ipuxl {
+
+// Allocates 64-byte aligned, as the arena's tensors are, so that a tensor
+// can view a Streaming Memory entry (Engine: view_streaming_memory).
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U> Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U> bool operator==(const Aligned64<U>&) const { return true; }
+  template <class U> bool operator!=(const Aligned64<U>&) const { return false; }
+};
 
 struct State {
   std::unique_ptr<void, void (*)(void*)> arena{nullptr, [](void*) {}};
@@ -24,7 +41,7 @@ struct State {
   std::vector<std::unique_ptr<Kernel>> kernels;  // one per kernel slot
   std::vector<std::vector<std::vector<uint8_t>>> carry_bufs;  // per carry, per staged pair
   // This replica's Streaming Memory: per remote buffer, entries x entry bytes.
-  std::vector<std::vector<uint8_t>> remote;
+  std::vector<std::vector<uint8_t, Aligned64<uint8_t>>> remote;
   int replica = 0;
   std::map<int, uint8_t*> arena_home;            // bound variables' arena storage
   uint64_t host_write_epoch = 1;

@@ -333,7 +333,9 @@ void describe_node(std::ostream& os, const Node& n, const Lowered& low, const Pr
       const auto& rb = d.remote_buffers[(size_t)op.remote_buffer];
       std::string at = op.in[1] >= 0 ? T[op.in[1]].name : std::string("0");
       pad(os, indent);
-      if (n.kind == NodeKind::RemoteLoad)
+      if (n.kind == NodeKind::RemoteLoad && op.attrs.has("view_streaming_memory"))
+        os << "RemoteView(" << rb.name << "[" << at << "] viewed by " << T[op.out[0]].name << ")";
+      else if (n.kind == NodeKind::RemoteLoad)
         os << "RemoteCopy(" << rb.name << "[" << at << "] -> " << T[op.out[0]].name << ")";
       else
         os << "RemoteCopy(" << T[op.in[0]].name << " -> " << rb.name << "[" << at << "])";

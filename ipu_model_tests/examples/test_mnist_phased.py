@@ -63,3 +63,31 @@ def test_phased_profile_keeps_the_weights_off_chip():
     assert sum(b["streaming_bytes"] for b in p.remote_buffers) >= params * (4 + 2 + 4)
     assert p.target["num_io_tiles"] == 32
     assert p.totals["variables"] < 0.6 * q.totals["variables"]
+
+
+def test_phased_step_views_streaming_memory_and_changes_no_bit():
+    """The host pass view_remote_loads runs every load of weights and Adam
+    state of the phased step without a copy (30 loads: 3 forward phases of
+    2, 4 backward phases of 6), and the losses and every remote variable
+    are bit for bit those of the program without host passes."""
+    opts = argparse.Namespace(mode="phased", io_mode="io", micro_batch=4,
+                              gradient_accumulation=2, lr=1e-3)
+    rng = np.random.default_rng(2)
+    batches = [(rng.standard_normal((2, 4, 784)).astype(np.float32),
+                rng.integers(0, 10, (2, 4)).astype(np.int32)) for _ in range(2)]
+    results = {}
+    for passes in ("view_remote_loads", "none"):
+        np.random.seed(0)
+        ir, images, labels, losses, weights = mnist_phased.phased_program(opts)
+        with popxl.Session(ir, "ipu_model", host_passes=passes) as s:
+            loss = [s.run({images: x, labels: y})[losses] for x, y in batches]
+            assert s._prog.host_passes.get("view_remote_loads", 0) == (30 if passes != "none"
+                                                                       else 0)
+            remote = s._prog.remote_variables
+            values = s.get_tensors_data(remote)
+            results[passes] = (np.array(loss), [values[v] for v in remote])
+    (got_loss, got), (want_loss, want) = results["view_remote_loads"], results["none"]
+    np.testing.assert_array_equal(got_loss, want_loss)
+    assert len(got) == len(want) == 4 * 6
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

@@ -94,3 +94,68 @@ def test_graph_output_reshape_keeps_the_copy_and_the_caller_sees_its_value(calle
     (y,), text = _run(build)
     np.testing.assert_array_equal(y, X.reshape(shape))
     assert "Execute(Reshape:" in text
+
+
+# Plain copies (identity, io_tile_copy, detach) follow the same rules.
+COPIES = {"Identity": ops.identity, "Detach": ops.detach}
+
+
+@pytest.mark.parametrize("kernel", sorted(COPIES))
+def test_read_only_copy_is_a_view(kernel):
+    def build():
+        x = popxl.variable(X, name="x")
+        y = COPIES[kernel](x)
+        return [y * 2.0, x + 1.0]
+
+    (y2, x1), text = _run(build)
+    np.testing.assert_array_equal(y2, X * 2)
+    np.testing.assert_array_equal(x1, X + 1)
+    assert f"Execute({kernel}Inplace:" in text and f"Execute({kernel}:" not in text
+
+
+@pytest.mark.parametrize("kernel", sorted(COPIES))
+@pytest.mark.parametrize("written", ["input", "output"])
+def test_copy_written_on_either_side_keeps_the_copy(kernel, written):
+    def build():
+        x = popxl.variable(X, name="x")
+        y = COPIES[kernel](x)
+        ops.add_(x if written == "input" else y, popxl.constant(np.float32(100.0)))
+        return [y + 0.0, x + 0.0]
+
+    (y, x), text = _run(build)
+    np.testing.assert_array_equal(y, X + 100 if written == "output" else X)
+    np.testing.assert_array_equal(x, X + 100 if written == "input" else X)
+    assert f"Execute({kernel}:" in text
+
+
+def test_io_tile_copies_of_a_loop_body_are_views_unless_written():
+    """The batch-serialised phase's shape: a host load moved to the compute
+    tiles and back. The second body writes the copy in place: it keeps it."""
+    ir = popxl.Ir()
+    ir._pb_ir.getSessionOptions().numIOTiles = 32
+    with ir.main_graph:
+        xs = [popxl.h2d_stream((4,), popxl.float32, f"x{k}") for k in range(2)]
+        out = [popxl.d2h_stream((4,), popxl.float32, f"y{k}") for k in range(2)]
+
+        def body(write):
+            def fn():
+                with popxl.io_tiles():
+                    x = ops.host_load(xs[write])
+                c = ops.io_tile_copy(x)
+                if write:
+                    ops.add_(c, popxl.constant(np.float32(1.0)))
+                y = c * 2.0
+                with popxl.io_tiles():
+                    ops.host_store(out[write], ops.io_tile_copy(y))
+            return fn
+
+        for write in (0, 1):
+            ops.repeat(ir.create_graph(body(write)), 3)
+    ir.num_host_transfers = 3
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run({xs[0]: data, xs[1]: data})
+        text = sess.engine.describe(host=True)
+    np.testing.assert_array_equal(got[out[0]], data * 2)
+    np.testing.assert_array_equal(got[out[1]], (data + 1) * 2)
+    assert text.count("Execute(IdentityInplace:") == 3 and text.count("Execute(Identity:") == 1
