@@ -1047,7 +1047,12 @@ def _compare(got, ref, lo, tol, floor=0.0):
         same = (got == lo) | (np.isnan(got) & np.isnan(lo))
         if not np.all(finite | same):
             return math.inf, "non-finite result"
-        got, ref, lo = got[finite], ref[finite], lo[finite]
+    # Where the estimate is not finite the dtype's own computation left its
+    # range, so a finite result there has no bound; the rest are compared
+    # (a NaN bound must not make the whole comparison vacuous).
+    keep = finite & np.isfinite(lo)
+    if not keep.all():
+        got, ref, lo = got[keep], ref[keep], lo[keep]
     scale = float(np.abs(ref).max()) if ref.size else 0.0
     bound = (8 * np.abs(lo - ref) + tol * np.abs(ref) + tol * max(scale, 1e-3)
              + floor)
@@ -1064,7 +1069,9 @@ def _farther(a, b, ref):
             return None
         x, y, r = (np.asarray(q, np.float64) for q in (x, y, r))
         y = np.where(np.isfinite(y), y, r)
-        return np.where(np.abs(x - r) >= np.abs(y - r), x, y)
+        # A non-finite x (the float32 run with every value rounded to the
+        # dtype overflowed or underflowed) is the farthest of all.
+        return np.where(~np.isfinite(x) | (np.abs(x - r) >= np.abs(y - r)), x, y)
     return ([pick(x, y, r) for x, y, r in zip(a[0], b[0], ref[0])],
             [pick(x, y, r) for x, y, r in zip(a[1], b[1], ref[1])], None)
 

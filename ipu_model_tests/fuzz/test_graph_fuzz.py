@@ -100,3 +100,12 @@ def test_non_finite_results_match_only_a_non_finite_estimate():
     assert graph_fuzz._compare(got, ref, np.array([-20.01, -1.0]), 2e-2)[0] == math.inf
     assert graph_fuzz._compare(np.array([np.nan, -1.0]), ref, np.array([-np.inf, -1.0]),
                                2e-2)[0] == math.inf
+
+
+def test_a_non_finite_estimate_does_not_hide_other_elements():
+    # A NaN in the estimate of one element (its bound) must not make the
+    # comparison of the rest vacuous.
+    ref = np.array([1.0, 2.0, 3.0])
+    worst = graph_fuzz._compare(np.array([1.0, 2.0, 9.0]), ref, np.array([np.nan, 2.0, 3.0]),
+                                2e-4)[0]
+    assert worst > 1.0
