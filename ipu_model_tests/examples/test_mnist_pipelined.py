@@ -33,7 +33,14 @@ def _train(mode, recompute, batches, ga, mb):
 
 
 @pytest.mark.parametrize("recompute", [False, True])
-def test_pipelined_training_matches_unpipelined(recompute):
+def test_pipelined_training_matches_unpipelined(recompute, monkeypatch):
+    # Not under IPUXL_CHECK_HOST_PASSES: Adam's step is lr * g / (|g| + eps),
+    # so for the few weights whose gradient is a cancellation near 0 the
+    # summation order of a folded transpose (not a wrong value) moves the
+    # weight by up to 4e-5 after one step (36 of fc1's 401,408 elements),
+    # beyond the checker's elementwise tolerance. This test compares two
+    # programs itself.
+    monkeypatch.delenv("IPUXL_CHECK_HOST_PASSES", raising=False)
     ga, mb = 6, 4
     rng = np.random.default_rng(1)
     batches = [(rng.standard_normal((ga, mb, 784)).astype(np.float32),
