@@ -61,8 +61,11 @@ std::unique_ptr<Kernel> softmax_factory(const OpDesc& d) {
           if (outer == 0 || inner == 0) return;  // empty: no row to hold in `e`
           const T* I = in->as<T>();
           T* O = out->as<T>();
+          // Slices split over the pool: each is computed as alone, so the
+          // split changes no result.
+          parallel_for(outer, row_grain(n * inner), [&](int64_t o0, int64_t o1) {
           std::vector<A> e((size_t)n);
-          for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t o = o0; o < o1; ++o) {
             for (int64_t i = 0; i < inner; ++i) {
               const int64_t base = o * n * inner + i;
               A m = -std::numeric_limits<A>::infinity();
@@ -78,6 +81,7 @@ std::unique_ptr<Kernel> softmax_factory(const OpDesc& d) {
               for (int64_t j = 0; j < n; ++j) O[base + j * inner] = (T)(e[(size_t)j] / s);
             }
           }
+          });
         });
   });
   if (!ok) d.fail(std::string("expected a floating-point input, got ") + dtype_name(in->dtype));
