@@ -30,9 +30,11 @@ using Clock = std::chrono::steady_clock;
 // 52-78 ms with ~1 ms of polling and 39-50 ms with ~0.1 ms.
 constexpr auto kSpinTime = std::chrono::microseconds(100);
 // How long the caller polls for chunks other threads are still running
-// before it yields its CPU between polls (to that thread, when the two share
-// one).
-constexpr auto kWaitSpinTime = std::chrono::microseconds(20);
+// before it sleeps until the last one finishes. Sleeping rather than
+// polling (or yielding) leaves the CPU to that thread when it was
+// descheduled, and costs nothing on a quiet machine, where the chunks end
+// within microseconds of each other.
+constexpr auto kWaitSpinTime = std::chrono::microseconds(30);
 
 // A job is [0, n) cut into `chunks` fixed ranges (chunk c: [n*c/chunks,
 // n*(c+1)/chunks)), claimed one at a time by whichever thread asks next: the
@@ -79,12 +81,20 @@ class Pool {
     cv_.notify_all();
     int64_t mine = 0;
     for (int64_t c; (c = claim(g)) >= 0; ++mine) run_chunk(c, chunks);
+    const int64_t others = chunks - mine;
     const auto t0 = Clock::now();
-    for (int64_t w = 0; done_.load(std::memory_order_acquire) + mine < chunks; ++w) {
-      if ((w & 63) == 63 && Clock::now() - t0 > kWaitSpinTime)
-        std::this_thread::yield();
-      else
-        cpu_relax();
+    for (int64_t w = 0; done_.load(std::memory_order_acquire) < others; ++w) {
+      if ((w & 63) == 63 && Clock::now() - t0 > kWaitSpinTime) {
+        // The worker finishing a chunk reads waiting_ after counting it
+        // (both sequentially consistent) and then notifies under wait_mu_:
+        // either it sees waiting_ or this predicate sees its count.
+        std::unique_lock<std::mutex> lk(wait_mu_);
+        waiting_.store(true);
+        wait_cv_.wait(lk, [&] { return done_.load() >= others; });
+        waiting_.store(false);
+        break;
+      }
+      cpu_relax();
     }
     running_.store(false);
     if (error_) std::rethrow_exception(error_);
@@ -144,7 +154,11 @@ class Pool {
       const int64_t chunks = (int64_t)((s >> kBits) & (uint64_t)kMaxChunks);
       for (int64_t c; (c = claim(seen)) >= 0;) {
         run_chunk(c, chunks);
-        done_.fetch_add(1, std::memory_order_acq_rel);
+        done_.fetch_add(1);
+        if (waiting_.load()) {
+          std::lock_guard<std::mutex> lk(wait_mu_);
+          wait_cv_.notify_one();
+        }
       }
     }
   }
@@ -160,8 +174,9 @@ class Pool {
   }
 
   std::vector<std::thread> workers_;
-  std::mutex mu_, err_mu_;
-  std::condition_variable cv_;
+  std::mutex mu_, err_mu_, wait_mu_;
+  std::condition_variable cv_, wait_cv_;
+  std::atomic<bool> waiting_{false};  // the caller sleeps on wait_cv_
   std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> done_{0};
   std::atomic<bool> quit_{false};
