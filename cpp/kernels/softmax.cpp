@@ -7,9 +7,10 @@
 // fastmath::exp) was removed: with it, data-parallel MNIST on 4 replicas
 // drifted from the single-replica run (weights 1.35e-3 apart after 150
 // steps, against 1.2e-7 on this exact path); see bench/README.md. (The same
-// 1.35e-3 drift shows without it at IPUXL_ISA=avx2, and goes away with
-// IPUXL_GEMM=core or =blas: it follows the per-shape GEMM choice, so the
-// fast path was probably not its cause; not reintroduced here.) float32
+// 1.35e-3 shows without it at IPUXL_ISA=avx2, even between two
+// single-replica runs with IPUXL_GEMM=core and =blas: rounding differences
+// tip the ReLU network onto another trajectory, so the fast path was
+// probably not wrong; not reintroduced here.) float32
 // along a contiguous axis keeps the double arithmetic of the exact path
 // (same maximum, same sequential double sum, one rounding to float at the
 // end) but computes exp with exp_double below, vectorised per level
