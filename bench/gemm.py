@@ -52,8 +52,21 @@ import time
 import numpy as np
 
 
-def shapes():
-    """(label, ta, tb, M, N, K) for every MLP product at each batch."""
+def shapes(which="mlp"):
+    """(label, ta, tb, M, N, K) for every MLP product at each batch
+    (which="mlp"), or every 2-D product of bench/transformer_step.py's
+    4 x 64 x 256 block (which="transformer": 256 tokens, hidden 256, MLP
+    1024, and one head's 64 x 64 x 64 attention products)."""
+    if which == "transformer":
+        out = []
+        for fi, fo in ((256, 256), (256, 1024), (1024, 256)):
+            out.append((f"fwd  X@W   t256 {fi}x{fo}", False, False, 256, fo, fi))
+            out.append((f"bwd  G@W^T t256 {fi}x{fo}", False, True, 256, fi, fo))
+            out.append((f"bwd  X^T@G t256 {fi}x{fo}", True, False, fi, fo, 256))
+        out.append(("head q@k^T 64x64x64", False, True, 64, 64, 64))
+        out.append(("head a@v   64x64x64", False, False, 64, 64, 64))
+        out.append(("head a^T@g 64x64x64", True, False, 64, 64, 64))
+        return out
     layers = [(784, 512), (512, 512), (512, 10)]
     out = []
     for batch in (8, 80, 128):
@@ -107,6 +120,8 @@ def main(argv=None) -> int:
     p.add_argument("--gap", type=float, default=0.3, help="idle seconds before each timed block")
     p.add_argument("--block-ms", type=float, default=20.0, help="length of one timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")
+    p.add_argument("--shapes", choices=("mlp", "transformer"), default="mlp",
+                   help="the MNIST MLP's products or the transformer block's (4x64x256)")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of every peer (0: each library's default, all cores)")
     args = p.parse_args(argv)
@@ -156,7 +171,7 @@ def main(argv=None) -> int:
     print(head)
     worst = 0.0
     lowest = (float("inf"), "")
-    for label, ta, tb, M, N, K in shapes():
+    for label, ta, tb, M, N, K in shapes(args.shapes):
         if args.filter not in label:
             continue
         a = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)

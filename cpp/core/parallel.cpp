@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -18,15 +19,36 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls (about a millisecond) before an idle worker sleeps: kernels of one
-// program follow each other closely, and waking a sleeping vCPU is slow.
-constexpr int64_t kSpins = 20000;
+using Clock = std::chrono::steady_clock;
 
-// A job has one chunk per thread: chunk 0 runs on the caller, chunk i on
-// worker i. A chunk is claimed by writing the job's generation into its
-// slot, so when worker i is descheduled (other thread pools in the process,
-// a busy machine) the caller claims chunk i and runs it itself instead of
-// waiting; it waits only for chunks a worker has actually started.
+// How long an idle worker polls before it sleeps: kernels of one program
+// follow each other closely, and waking a sleeping vCPU is slow. Measured in
+// time, not in pause instructions (a pause takes ~10 cycles on some cores and
+// ~140 on others). Short, because on a busy machine a spinning worker spends
+// the process's share of the CPU on nothing: the transformer step
+// (bench/transformer_step.py, 4x64x256, 2 threads, load ~9 on 2 vCPUs) took
+// 52-78 ms with ~1 ms of polling and 39-50 ms with ~0.1 ms.
+constexpr auto kSpinTime = std::chrono::microseconds(100);
+// How long the caller polls for chunks other threads are still running
+// before it sleeps until the last one finishes. Sleeping rather than
+// polling (or yielding) leaves the CPU to that thread when it was
+// descheduled, and costs nothing on a quiet machine, where the chunks end
+// within microseconds of each other.
+constexpr auto kWaitSpinTime = std::chrono::microseconds(30);
+
+// A job is [0, n) cut into `chunks` fixed ranges (chunk c: [n*c/chunks,
+// n*(c+1)/chunks)), claimed one at a time by whichever thread asks next: the
+// caller and the woken workers. The ranges depend only on n and the chunk
+// count, never on which thread runs them or when, so results are the same
+// whatever the scheduling. A descheduled worker (a busy machine, other
+// thread pools in the process) holds up the job by at most the one chunk it
+// claimed; the others are taken by the threads that run.
+//
+// The job's generation, chunk count and next unclaimed chunk are one atomic
+// word, so a claim (a compare-and-swap of that word) succeeds only for the
+// job it names, and only for a chunk that job has; a successful claim keeps
+// the job open (its caller waits for the chunk), so the job's parameters are
+// stable while the chunk runs.
 class Pool {
  public:
   explicit Pool(int threads) { resize(threads); }
@@ -37,60 +59,74 @@ class Pool {
   void resize(int threads) {
     stop();
     quit_ = false;
-    slots_ = std::vector<Slot>((size_t)std::max(threads, 1));
-    const uint64_t start = generation_.load();
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, start] { loop(i, start); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
   }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    const int t = size();
-    int64_t chunks = std::min<int64_t>(t, (n + grain - 1) / std::max<int64_t>(grain, 1));
-    if (chunks <= 1 || running_.exchange(true)) {  // small or nested: inline
-      fn(0, n);
+  void run(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    chunks = std::min<int64_t>({chunks, n, kMaxChunks});
+    if (chunks <= 1 || workers_.empty() || running_.exchange(true)) {  // small or nested: inline
+      for (int64_t c = 0; c < std::max<int64_t>(chunks, 1); ++c)
+        fn(n * c / std::max<int64_t>(chunks, 1), n * (c + 1) / std::max<int64_t>(chunks, 1));
       return;
     }
     fn_.store(&fn, std::memory_order_relaxed);
     n_.store(n, std::memory_order_relaxed);
-    chunks_.store(chunks, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
-    const uint64_t g = ++submitted_;
+    const uint64_t g = (++submitted_) & kGenMask;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      generation_.store(g, std::memory_order_release);
+      state_.store(pack(g, (uint64_t)chunks, 0), std::memory_order_release);
     }
     cv_.notify_all();
-    run_chunk(0);
-    int64_t mine = 1;
-    for (int64_t c = 1; c < chunks; ++c)
-      if (claim(c, g)) {
-        run_chunk(c);
-        ++mine;
+    int64_t mine = 0;
+    for (int64_t c; (c = claim(g)) >= 0; ++mine) run_chunk(c, chunks);
+    const int64_t others = chunks - mine;
+    const auto t0 = Clock::now();
+    for (int64_t w = 0; done_.load(std::memory_order_acquire) < others; ++w) {
+      if ((w & 63) == 63 && Clock::now() - t0 > kWaitSpinTime) {
+        // The worker finishing a chunk reads waiting_ after counting it
+        // (both sequentially consistent) and then notifies under wait_mu_:
+        // either it sees waiting_ or this predicate sees its count.
+        std::unique_lock<std::mutex> lk(wait_mu_);
+        waiting_.store(true);
+        wait_cv_.wait(lk, [&] { return done_.load() >= others; });
+        waiting_.store(false);
+        break;
       }
-    while (done_.load(std::memory_order_acquire) + mine < chunks) cpu_relax();
+      cpu_relax();
+    }
     running_.store(false);
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  struct alignas(64) Slot {
-    std::atomic<uint64_t> claimed{0};  // generation of the last job that claimed it
-    Slot() = default;
-    Slot(const Slot&) {}
-  };
+  // state_: generation (40 bits) | chunk count (12 bits) | next chunk (12 bits).
+  static constexpr int kBits = 12;
+  static constexpr int64_t kMaxChunks = (int64_t{1} << kBits) - 1;
+  static constexpr uint64_t kGenMask = (uint64_t{1} << (64 - 2 * kBits)) - 1;
+  static uint64_t pack(uint64_t g, uint64_t chunks, uint64_t next) {
+    return (g << (2 * kBits)) | (chunks << kBits) | next;
+  }
+  static uint64_t gen_of(uint64_t s) { return s >> (2 * kBits); }
 
-  bool claim(int64_t c, uint64_t g) {
-    uint64_t s = slots_[(size_t)c].claimed.load(std::memory_order_acquire);
-    while (s < g)
-      if (slots_[(size_t)c].claimed.compare_exchange_weak(s, g, std::memory_order_acq_rel))
-        return true;
-    return false;
+  // Claims the next chunk of job g; -1 when g is not the current job or all
+  // its chunks are taken.
+  int64_t claim(uint64_t g) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t chunks = (s >> kBits) & (uint64_t)kMaxChunks;
+      const uint64_t next = s & (uint64_t)kMaxChunks;
+      if (gen_of(s) != g || next >= chunks) return -1;
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        return (int64_t)next;
+    }
   }
 
-  void run_chunk(int64_t c) {
+  void run_chunk(int64_t c, int64_t chunks) {
     const int64_t n = n_.load(std::memory_order_relaxed);
-    const int64_t k = chunks_.load(std::memory_order_relaxed);
-    const int64_t b = n * c / k, e = n * (c + 1) / k;
+    const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
     try {
       if (b < e) (*fn_.load(std::memory_order_relaxed))(b, e);
     } catch (...) {
@@ -99,23 +135,30 @@ class Pool {
     }
   }
 
-  void loop(int idx, uint64_t seen) {
+  void loop() {
+    uint64_t seen = gen_of(state_.load(std::memory_order_acquire));
+    auto fresh = [&] { return gen_of(state_.load(std::memory_order_acquire)) != seen; };
     while (true) {
-      for (int64_t spins = 0; spins < kSpins; ++spins) {
-        if (generation_.load(std::memory_order_acquire) != seen || quit_.load()) break;
+      const auto t0 = Clock::now();
+      for (int64_t w = 0; !fresh() && !quit_.load(std::memory_order_relaxed); ++w) {
+        if ((w & 63) == 63 && Clock::now() - t0 > kSpinTime) break;
         cpu_relax();
       }
-      if (generation_.load(std::memory_order_acquire) == seen && !quit_.load()) {
+      if (!fresh() && !quit_.load()) {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return generation_.load() != seen || quit_.load(); });
+        cv_.wait(lk, [&] { return fresh() || quit_.load(); });
       }
       if (quit_.load()) return;
-      seen = generation_.load(std::memory_order_acquire);
-      // A successful claim keeps job `seen` open (its caller waits for this
-      // chunk), so the job's parameters are stable while it runs.
-      if (idx < chunks_.load(std::memory_order_relaxed) && claim(idx, seen)) {
-        run_chunk(idx);
-        done_.fetch_add(1, std::memory_order_acq_rel);
+      const uint64_t s = state_.load(std::memory_order_acquire);
+      seen = gen_of(s);
+      const int64_t chunks = (int64_t)((s >> kBits) & (uint64_t)kMaxChunks);
+      for (int64_t c; (c = claim(seen)) >= 0;) {
+        run_chunk(c, chunks);
+        done_.fetch_add(1);
+        if (waiting_.load()) {
+          std::lock_guard<std::mutex> lk(wait_mu_);
+          wait_cv_.notify_one();
+        }
       }
     }
   }
@@ -131,15 +174,15 @@ class Pool {
   }
 
   std::vector<std::thread> workers_;
-  std::vector<Slot> slots_;
-  std::mutex mu_, err_mu_;
-  std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
+  std::mutex mu_, err_mu_, wait_mu_;
+  std::condition_variable cv_, wait_cv_;
+  std::atomic<bool> waiting_{false};  // the caller sleeps on wait_cv_
+  std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> done_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> running_{false};
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
-  std::atomic<int64_t> n_{0}, chunks_{0};
+  std::atomic<int64_t> n_{0};
   uint64_t submitted_ = 0;
   std::exception_ptr error_;
 };
@@ -165,7 +208,14 @@ void set_num_threads(int n) { pool().resize(n < 1 ? 1 : n); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  pool().run(n, grain, fn);
+  const int64_t t = pool().size();
+  pool().run(n, std::min<int64_t>(t, (n + grain - 1) / std::max<int64_t>(grain, 1)), fn);
+}
+
+void parallel_for_chunks(int64_t n, int64_t chunks,
+                         const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  pool().run(n, std::max<int64_t>(chunks, 1), fn);
 }
 
 }  // namespace ipuxl

@@ -214,10 +214,14 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
             // Small products (attention heads): whole products per thread;
             // each is then computed by one thread exactly as it would be
             // alone (the GEMM splits only rows and columns of C, never K).
-            parallel_for(nb, std::max<int64_t>(1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1)),
-                         [&](int64_t b0, int64_t b1) {
-                           for (int64_t i = b0; i < b1; ++i) one(i);
-                         });
+            // Up to four chunks per thread, claimed by whichever thread is
+            // free (a descheduled thread holds up one chunk, not a half).
+            const int64_t per = std::max<int64_t>(
+                1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1));
+            parallel_for_chunks(nb, std::min<int64_t>(4 * num_threads(), (nb + per - 1) / per),
+                                [&](int64_t b0, int64_t b1) {
+                                  for (int64_t i = b0; i < b1; ++i) one(i);
+                                });
             return;
           }
           for (int64_t i = 0; i < nb; ++i) one(i);

@@ -127,3 +127,37 @@ def test_bad_arguments():
         core._test_sgemm(False, False, 1.0, A.astype(np.float64), B[:4], 0.0, C)
     with pytest.raises(ValueError, match="unit column stride"):
         core._test_sgemm(False, False, 1.0, A, np.zeros((4, 12), np.float32)[:, ::2], 0.0, C)
+
+
+def test_chunked_split_is_exact_and_runs_each_chunk_once():
+    """Products split over the pool in chunks claimed by whichever thread is
+    free (cpp/core/parallel.cpp): the result is the same bit for bit at 1
+    to 5 threads (the chunk boundaries never depend on the scheduling), and
+    repeated accumulation (beta = 1) counts every chunk exactly once, even
+    with more threads than cores (a chunk run twice would add twice)."""
+    rng = np.random.default_rng(11)
+    n0 = core.num_threads()
+    shapes = [(False, False, 256, 256, 256), (False, True, 256, 1024, 256),
+              (True, False, 1024, 256, 256), (True, False, 256, 256, 256),
+              (False, False, 40, 700, 96)]
+    try:
+        for ta, tb, M, N, K in shapes:
+            A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+            B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+            outs = []
+            for t in (1, 2, 3, 5):
+                core.set_num_threads(t)
+                C = np.full((M, N), np.nan, np.float32)
+                core._test_sgemm(ta, tb, 1.0, A, B, 0.0, C, CORE)
+                outs.append(C)
+            for C in outs[1:]:
+                np.testing.assert_array_equal(C, outs[0])
+            core.set_num_threads(3)
+            reps = 40
+            acc = np.zeros((M, N), np.float32)
+            core._test_sgemm(ta, tb, 1.0, A, B, 1.0, acc, CORE, reps)
+            one = outs[0].astype(np.float64)
+            err = np.abs(acc - reps * one).max() / max(1.0, np.abs(reps * one).max())
+            assert err < 1e-5, (ta, tb, M, N, K, err)
+    finally:
+        core.set_num_threads(n0)
