@@ -265,6 +265,11 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   return out;
 }
 
+// The C type of an exchange between instances from outside the core
+// (ipuxl._mpi_exchange's ipuxl_mpi_exchange).
+using NativeExchangeFn = int (*)(void* ctx, const uint8_t* send, size_t bytes, uint8_t* recv,
+                                 const char* what, char* err, size_t err_len);
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -476,6 +481,33 @@ PYBIND11_MODULE(_core, m) {
           "Make this engine one instance of several: it holds replicas [offset, offset + "
           "replicas) of `total`; exchange(send, recv, what) all-gathers bytes across the "
           "instances (recv: every instance's send, in instance order).")
+      .def(
+          "set_distributed_native",
+          [](Engine& e, int offset, int total, uintptr_t function, uintptr_t context,
+             py::object /*owner*/) {
+            // The exchange as a plain C function (ipuxl._mpi_exchange, when
+            // built): called from Engine.run without the GIL. It returns
+            // non-zero with a message instead of throwing across the C ABI.
+            if (!function || !context)
+              throw Error("Engine.set_distributed_native: null exchange function or context");
+            auto fn = reinterpret_cast<NativeExchangeFn>(function);
+            void* ctx = reinterpret_cast<void*>(context);
+            e.set_distributed(offset, total,
+                              [fn, ctx](const uint8_t* send, size_t bytes, uint8_t* recv,
+                                        const std::string& what) {
+                                char err[512] = {0};
+                                if (fn(ctx, send, bytes, recv, what.c_str(), err, sizeof err) != 0)
+                                  throw RunError(err[0] ? std::string(err)
+                                                        : what + ": the exchange between "
+                                                                 "instances failed");
+                              });
+          },
+          py::arg("offset"), py::arg("total"), py::arg("function"), py::arg("context"),
+          py::arg("owner"), py::keep_alive<1, 6>(),
+          "set_distributed with a C exchange: function(context, send, bytes, recv, what, err, "
+          "err_len) -> 0 or non-zero with a message in err (ipuxl._mpi_exchange.Exchange's "
+          "`function` and `context`); `owner` (which owns the context) is kept alive as long as "
+          "the engine.")
       .def("program_writes", &Engine::program_writes, py::arg("tensor"))
       .def(
           "bind_external",

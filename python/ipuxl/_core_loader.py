@@ -42,6 +42,30 @@ def _load_core():
     return mod
 
 
+def load_extension(name: str):
+    """An optional compiled module of ipuxl besides the core (``_mpi_exchange``):
+    from ``IPUXL_CORE_DIR`` when set (a developer build holds every module),
+    else from the package. ImportError when it was not built."""
+    override = os.environ.get("IPUXL_CORE_DIR")
+    full = f"ipuxl.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    if override:
+        import glob  # noqa: PLC0415
+
+        cands = sorted(glob.glob(os.path.join(override, f"{name}*.so")) +
+                       glob.glob(os.path.join(override, f"{name}*.pyd")))
+        if not cands:
+            raise ImportError(f"IPUXL_CORE_DIR={override!r} holds no {name} extension")
+        loader = importlib.machinery.ExtensionFileLoader(full, cands[0])
+        spec = importlib.util.spec_from_file_location(full, cands[0], loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        sys.modules[full] = mod
+        return mod
+    return importlib.import_module(full)
+
+
 def _install_blas(mod) -> str:
     # Loaded only where the core's GEMM rules can pick it (AVX2, or
     # IPUXL_GEMM=blas): elsewhere it would cost resident memory for nothing.

@@ -158,7 +158,11 @@ class Session:
         from ._instances import GlobalReplicas
 
         comm = popdist.communicator()
-        engine.set_distributed(lay.offset, lay.total, comm.exchange)
+        if comm.native is not None:  # the C exchange: no call back into Python
+            engine.set_distributed_native(lay.offset, lay.total, comm.native.function,
+                                          comm.native.context, comm.native)
+        else:
+            engine.set_distributed(lay.offset, lay.total, comm.exchange)
         return GlobalReplicas(engine, lay, comm)
 
     def _prefetch_other_instances(self) -> None:

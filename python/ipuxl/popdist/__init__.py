@@ -16,7 +16,9 @@ Instance ``i`` holds the R/N replicas ``[i * R/N, (i + 1) * R/N)``.
 ``popxl.Ir(replication="popdist")`` reads this layout: its
 ``replication_factor`` is R, its ``instance_replication_factor`` R/N.
 Collectives whose replica groups cross instances exchange data through
-:class:`Communicator` (mpi4py point-to-point messages). Every wait is
+:class:`Communicator`: MPI point-to-point messages, sent by the C module
+``ipuxl._mpi_exchange`` without the GIL where it was built, else by mpi4py
+from Python (``IPUXL_POPDIST_EXCHANGE``). Every wait is
 bounded: a peer that hangs or never reaches the collective makes the
 waiting instance report :class:`InstanceError` ("... timed out after T s
 ...") after ``IPUXL_POPDIST_TIMEOUT`` seconds (default 300) and abort the
@@ -35,7 +37,7 @@ __all__ = [
     "isPopdistEnvSet", "getNumInstances", "getInstanceIndex", "getNumTotalReplicas",
     "getNumLocalReplicas", "getReplicaIndexOffset", "getNumIpusPerReplica", "getDeviceId",
     "init", "finalize", "isBackendInitialized", "isUsingPopdist", "InstanceError", "Layout",
-    "layout", "communicator", "ENV",
+    "layout", "communicator", "ENV", "EXCHANGE_ENV",
 ]
 
 #: The environment variables the launcher sets (and that this module reads).
@@ -49,6 +51,11 @@ ENV = {
 RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 TIMEOUT_ENV = "IPUXL_POPDIST_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
+#: Which exchange collectives between instances use: ``auto`` (the C module
+#: ``ipuxl._mpi_exchange`` when it was built and fits mpi4py's MPI, else
+#: mpi4py), ``native`` (the C module, or an error saying why not) or
+#: ``mpi4py`` (the pure-Python path).
+EXCHANGE_ENV = "IPUXL_POPDIST_EXCHANGE"
 
 
 class InstanceError(RuntimeError):
@@ -217,11 +224,40 @@ def import_mpi():
     return MPI
 
 
+def _native_exchange(comm, timeout: float):
+    """``(ipuxl._mpi_exchange.Exchange over comm, None)``, or ``(None, why
+    not)``. The C module is used only where it is linked to the MPI library
+    mpi4py loaded (two MPI libraries in one process would not share state)
+    and MPI allows calls from the thread that runs the engine."""
+    from .._core_loader import load_extension
+
+    try:
+        mod = load_extension("_mpi_exchange")
+    except ImportError as e:
+        return None, (f"ipuxl._mpi_exchange was not built (it needs an MPI library's headers "
+                      f"and mpi4py when ipuxl is built): {e}")
+    MPI = comm.MPI
+    if mod.library_version() != MPI.Get_library_version():
+        return None, ("ipuxl._mpi_exchange is linked to another MPI library than mpi4py's "
+                      f"({mod.library_version().splitlines()[0]!r} vs "
+                      f"{MPI.Get_library_version().splitlines()[0]!r})")
+    if mod.thread_level() < mod.THREAD_SERIALIZED:
+        return None, ("MPI was initialised below MPI_THREAD_SERIALIZED; the engine calls MPI "
+                      "from the thread running Session.run")
+    return mod.Exchange(comm.comm, timeout, TIMEOUT_ENV), None
+
+
 class Communicator:
     """Byte exchanges between the instances, over a private duplicate of
     ``MPI.COMM_WORLD``. Every call is collective (all instances make the
     same calls in the same order, as they run the same program) and bounded
-    by the timeout."""
+    by the timeout.
+
+    ``native``: the C exchange (``ipuxl._mpi_exchange.Exchange``) when it is
+    used (see ``IPUXL_POPDIST_EXCHANGE``), else None and ``native_reason``
+    says why. With it, the engine exchanges without calling back into
+    Python, and :meth:`exchange` uses it too; without it, both go through
+    mpi4py. The two send the same messages on the same communicator."""
 
     _TAG = 7001
     SPINS = int(os.environ.get("IPUXL_POPDIST_SPINS", "50"))
@@ -241,7 +277,15 @@ class Communicator:
         self.size = lay.instances
         self.timeout = _timeout()
         self.calls = 0
-        self._watchdog = _Watchdog(self)
+        mode = os.environ.get(EXCHANGE_ENV, "") or "auto"
+        if mode not in ("auto", "native", "mpi4py"):
+            raise ValueError(f"{EXCHANGE_ENV}={mode!r} is not one of auto, native, mpi4py")
+        self.native, self.native_reason = None, f"{EXCHANGE_ENV}=mpi4py"
+        if mode != "mpi4py":
+            self.native, self.native_reason = _native_exchange(self, self.timeout)
+            if self.native is None and mode == "native":
+                raise InstanceError(f"popdist: {EXCHANGE_ENV}=native, but {self.native_reason}")
+        self._watchdog = _Watchdog(self) if self.native is None else None
 
     def _wait(self, reqs, what: str) -> None:
         """Completes ``reqs``. A blocking ``Waitall`` (MPI progresses large
@@ -270,6 +314,8 @@ class Communicator:
             raise ValueError(f"popdist: {what}: {recv.nbytes} receive bytes for {self.size} "
                              f"instances of {n} bytes")
         self.calls += 1
+        if self.native is not None:
+            return self.native.exchange(send, recv, what)
         if self.size == 1 or n == 0:
             return self._barrier(what) if n == 0 and self.size > 1 else None
         B = self.MPI.BYTE
