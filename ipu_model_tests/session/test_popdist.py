@@ -279,7 +279,7 @@ COLLECTIVES = textwrap.dedent("""
             np.testing.assert_array_equal(got, mine, err_msg=what)
     # one write (atomic on a pipe): mpirun may interleave print()'s pieces
     import os
-    os.write(1, f"OK instance {{popdist.getInstanceIndex()}}: {{len(cases)}} collectives\n".encode())
+    os.write(1, f"OK instance {{popdist.getInstanceIndex()}}: {{len(cases)}} collectives\\n".encode())
 """)
 
 
