@@ -8,15 +8,18 @@ Run it plainly; it starts itself under ``ipuxl poprun --num-instances 2``
 
     IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/allreduce_mpi.py
 
-For each size (float32, 1 KB .. 64 MB) the two are timed alternately, in
+For each size (float32, 1 KB .. 64 MB) the sides are timed in turn, in
 blocks of ``--reps`` calls, ``--rounds`` times; medians are printed with
-the ratio ipuxl / mpi4py (1.0: as fast as MPI's own all-reduce). An ipuxl
+the ratio to mpi4py (1.0: as fast as MPI's own all-reduce). An ipuxl
 all-reduce is one ``Session.run`` of a program holding one in-place
 ``replicated_all_reduce_`` of a variable: the run's host overhead, the
-byte exchange between the instances (nonblocking point-to-point messages
+byte exchange between the instances (nonblocking point-to-point messages,
 polled against the collective timeout) and the reduction in C++ (in double,
 in replica order, as one process computes it, so results do not depend on
-the layout). mpi4py's ``Allreduce`` reduces in float32 inside MPI.
+the layout). Two ipuxl sides: ``ipuxl``, the engine calling the C exchange
+(``ipuxl._mpi_exchange``, when built) without the GIL, and
+``ipuxl-mpi4py``, the fallback that calls back into Python and mpi4py for
+each collective. mpi4py's ``Allreduce`` reduces in float32 inside MPI.
 
 Then the MNIST training step (examples/mnist_data_parallel.py, global batch
 64) at R = 2 and 4 replicas over 2 instances, next to R = 1, 2, 4 in one
@@ -43,86 +46,101 @@ def _median(xs):
     return float(np.median(np.asarray(xs)))
 
 
-def bench_allreduce(a, comm, MPI, rank):
+def _session(n, group_size, mpi4py_path):
+    """A Session whose program is one in-place all-reduce ("add") of a
+    float32 variable of n elements over groups of ``group_size`` replicas
+    (None: all). ``mpi4py_path``: its engine exchanges through mpi4py (the
+    fallback path, a call back into Python per collective) even where the C
+    exchange (ipuxl._mpi_exchange) is used."""
     import ipuxl as popxl
     import ipuxl.ops as ops
+    from ipuxl import popdist
+
+    ir = popxl.Ir(replication="popdist")
+    with ir.main_graph:
+        v = popxl.variable(np.zeros(n, np.float32), name="v")
+        rg = ir.replica_grouping(group_size=group_size) if group_size else None
+        ops.collectives.replicated_all_reduce_(v, "add", rg)
+    sess = popxl.Session(ir, "ipu_model")
+    if mpi4py_path:
+        # Rebinds the engine's exchange (Session._distribute bound the C one).
+        lay, comm = ir._popdist, popdist.communicator()
+        sess._engine.set_distributed(lay.offset, lay.total, comm.exchange_mpi4py)
+    sess.__enter__()
+    return sess
+
+
+def bench_allreduce(a, comm, MPI, rank):
+    from ipuxl import popdist
+
+    native = popdist.communicator().native is not None
+    sides = ["ipuxl", "ipuxl-mpi4py", "mpi4py"] if native else ["ipuxl-mpi4py", "mpi4py"]
+    if rank == 0:
+        print("ipuxl: the C exchange (ipuxl._mpi_exchange), no call back into Python" if native
+              else f"ipuxl: only the mpi4py exchange ({popdist.communicator().native_reason})",
+              flush=True)
+
+    def block(fn, reps):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps
 
     # The cost of crossing instances for a tiny collective: the same
     # all-reduce of 4 bytes with groups of one replica (nothing crosses: no
-    # callback into Python, no MPI) and with one group of all replicas.
-    small = {}
-    for name, size in (("local", 1), ("crossing", None)):
-        ir = popxl.Ir(replication="popdist")
-        with ir.main_graph:
-            v = popxl.variable(np.zeros(1, np.float32), name="v")
-            ops.collectives.replicated_all_reduce_(v, "add", ir.replica_grouping(group_size=size))
-        with popxl.Session(ir, "ipu_model") as sess:
-            ts = []
-            for rnd in range(a.rounds + 1):
-                comm.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(a.reps * 10):
-                    sess.run()
-                if rnd:
-                    ts.append((time.perf_counter() - t0) / (a.reps * 10))
-        small[name] = max(comm.allgather(min(ts)))
+    # exchange) and with one group of all replicas, on each exchange, next
+    # to mpi4py's Allreduce. Interleaved, fastest block of each.
     one, one_out = np.zeros(1, np.float32), np.empty(1, np.float32)
-    ts = []
+    small = {"local": _session(1, 1, False).run,
+             "mpi4py Allreduce": lambda: comm.Allreduce(one, one_out, op=MPI.SUM)}
+    if native:
+        small["crossing, C exchange"] = _session(1, None, False).run
+    small["crossing, mpi4py exchange"] = _session(1, None, True).run
+    best = {k: [] for k in small}
     for rnd in range(a.rounds + 1):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(a.reps * 10):
-            comm.Allreduce(one, one_out, op=MPI.SUM)
-        if rnd:
-            ts.append((time.perf_counter() - t0) / (a.reps * 10))
-    small["mpi4py"] = max(comm.allgather(min(ts)))
+        for k, fn in small.items():
+            t = block(fn, a.reps * 10)
+            if rnd:
+                best[k].append(t)
+    best = {k: max(comm.allgather(min(v))) for k, v in best.items()}
     if rank == 0:
-        print(f"4-byte all-reduce (fastest of {a.rounds} blocks): Session.run with nothing "
-              f"crossing {small['local'] * 1e6:.1f} us, "
-              f"crossing instances {small['crossing'] * 1e6:.1f} us (the callback into Python "
-              f"and the exchange: {(small['crossing'] - small['local']) * 1e6:.1f} us); mpi4py "
-              f"Allreduce {small['mpi4py'] * 1e6:.1f} us", flush=True)
+        print(f"4-byte all-reduce, fastest of {a.rounds} interleaved blocks (us): "
+              + "; ".join(f"{k} {v * 1e6:.1f}" for k, v in best.items())
+              + " ('local': Session.run of the same program with nothing crossing instances)",
+              flush=True)
     rows = []
     for nbytes in SIZES:
         n = nbytes // 4
-        ir = popxl.Ir(replication="popdist")
-        with ir.main_graph:
-            v = popxl.variable(np.zeros(n, np.float32), name="v")
-            ops.collectives.replicated_all_reduce_(v, "add")
-        sess = popxl.Session(ir, "ipu_model")
-        sess.__enter__()
+        runs = {}
+        if native:
+            runs["ipuxl"] = _session(n, None, False).run
+        runs["ipuxl-mpi4py"] = _session(n, None, True).run
         send = np.zeros(n, np.float32)
         recv = np.empty(n, np.float32)
+        runs["mpi4py"] = lambda: comm.Allreduce(send, recv, op=MPI.SUM)
         reps = max(1, min(a.reps, (8 << 20) // nbytes))
-        t_ipuxl, t_mpi = [], []
+        ts = {k: [] for k in runs}
         for rnd in range(a.rounds + 1):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                sess.run()
-            t1 = time.perf_counter()
-            comm.Barrier()
-            t2 = time.perf_counter()
-            for _ in range(reps):
-                comm.Allreduce(send, recv, op=MPI.SUM)
-            t3 = time.perf_counter()
-            if rnd:  # the first round warms up
-                t_ipuxl.append((t1 - t0) / reps)
-                t_mpi.append((t3 - t2) / reps)
-        sess.__exit__(None, None, None)
+            for k, fn in runs.items():
+                t = block(fn, reps)
+                if rnd:  # the first round warms up
+                    ts[k].append(t)
         # Every instance's medians (and fastest blocks: the least disturbed by
         # other load); the slower instance's is the collective's time.
-        ti = max(comm.allgather(_median(t_ipuxl)))
-        tm = max(comm.allgather(_median(t_mpi)))
-        bi = max(comm.allgather(min(t_ipuxl)))
-        bm = max(comm.allgather(min(t_mpi)))
-        rows.append((nbytes, ti, tm, bi, bm))
+        med = {k: max(comm.allgather(_median(v))) for k, v in ts.items()}
+        fast = {k: max(comm.allgather(min(v))) for k, v in ts.items()}
+        rows.append((nbytes, med, fast))
     if rank == 0:
-        print(f"{'bytes':>10} {'ipuxl us':>10} {'mpi4py us':>10} {'ipuxl GB/s':>11} "
-              f"{'mpi4py GB/s':>12} {'ipuxl/mpi4py':>13} {'(fastest blocks)':>17}")
-        for nbytes, ti, tm, bi, bm in rows:
-            print(f"{nbytes:>10} {ti * 1e6:>10.1f} {tm * 1e6:>10.1f} {nbytes / ti / 1e9:>11.3f} "
-                  f"{nbytes / tm / 1e9:>12.3f} {ti / tm:>13.2f} {bi / bm:>17.2f}", flush=True)
+        head = f"{'bytes':>10}" + "".join(f" {k + ' us':>16}" for k in sides)
+        head += "".join(f" {k + '/mpi4py':>20}" for k in sides[:-1])
+        head += "".join(f" {'(fastest) ' + k:>24}" for k in sides[:-1])
+        print(head)
+        for nbytes, med, fast in rows:
+            line = f"{nbytes:>10}" + "".join(f" {med[k] * 1e6:>16.1f}" for k in sides)
+            line += "".join(f" {med[k] / med['mpi4py']:>20.2f}" for k in sides[:-1])
+            line += "".join(f" {fast[k] / fast['mpi4py']:>24.2f}" for k in sides[:-1])
+            print(line, flush=True)
 
 
 def mnist_steps(replicas, steps, warmup, feeds_seed=0):

@@ -285,7 +285,7 @@ class Communicator:
             self.native, self.native_reason = _native_exchange(self, self.timeout)
             if self.native is None and mode == "native":
                 raise InstanceError(f"popdist: {EXCHANGE_ENV}=native, but {self.native_reason}")
-        self._watchdog = _Watchdog(self) if self.native is None else None
+        self._watchdog = None  # started by the first wait of the mpi4py path
 
     def _wait(self, reqs, what: str) -> None:
         """Completes ``reqs``. A blocking ``Waitall`` (MPI progresses large
@@ -297,6 +297,8 @@ class Communicator:
         for _ in range(self.SPINS):  # a peer already there: done in microseconds
             if Testall(reqs):
                 return
+        if self._watchdog is None:
+            self._watchdog = _Watchdog(self)
         self._watchdog.begin(what)
         try:
             self.MPI.Request.Waitall(reqs)
@@ -316,6 +318,20 @@ class Communicator:
         self.calls += 1
         if self.native is not None:
             return self.native.exchange(send, recv, what)
+        self._exchange_mpi4py(send, recv, n, what)
+
+    def exchange_mpi4py(self, send, recv, what: str = "exchange") -> None:
+        """:meth:`exchange` through mpi4py even where the C exchange is
+        used (the fallback path, for benchmarks that compare the two).
+        Collective, like :meth:`exchange`: every instance calls the same."""
+        send = memoryview(send).cast("B")
+        recv = memoryview(recv).cast("B")
+        if recv.nbytes != send.nbytes * self.size:
+            raise ValueError(f"popdist: {what}: {recv.nbytes} receive bytes for {self.size} "
+                             f"instances of {send.nbytes} bytes")
+        self._exchange_mpi4py(send, recv, send.nbytes, what)
+
+    def _exchange_mpi4py(self, send, recv, n: int, what: str) -> None:
         if self.size == 1 or n == 0:
             return self._barrier(what) if n == 0 and self.size > 1 else None
         B = self.MPI.BYTE
