@@ -372,6 +372,33 @@ def test_the_exchange_path_is_the_one_asked_for(tmp_path, exchange):
 
 
 @needs_mpi
+def test_without_the_c_module_the_mpi4py_path_is_used(tmp_path):
+    """An ipuxl built without MPI's headers (no ipuxl._mpi_exchange): `auto`
+    falls back to mpi4py and gives the same sums; `native` says what is
+    missing. Simulated with a core directory holding only the core."""
+    core_dir = os.environ.get("IPUXL_CORE_DIR")
+    if not core_dir:
+        pytest.skip("needs a developer build (IPUXL_CORE_DIR) to hide the C module from")
+    only_core = tmp_path / "core_only"
+    only_core.mkdir()
+    for so in Path(core_dir).glob("_core*.so"):
+        (only_core / so.name).symlink_to(so.resolve())
+    script = tmp_path / "paths.py"
+    script.write_text(PATHS)
+    out = tmp_path / "path_{instance}.txt"
+    r = _poprun(script, 2, 2, out, IPUXL_CORE_DIR=str(only_core), IPUXL_POPDIST_EXCHANGE="auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for i in (0, 1):
+        line = Path(str(out).format(instance=i)).read_text()
+        assert line.split(" ", 5)[2:] == ["mpi4py", "2", "0", "[6.0, 6.0, 6.0]"], line
+    r = _poprun(script, 2, 2, out, timeout=120, IPUXL_CORE_DIR=str(only_core),
+                IPUXL_POPDIST_EXCHANGE="native")
+    assert r.returncode != 0
+    assert "IPUXL_POPDIST_EXCHANGE=native, but ipuxl._mpi_exchange was not built" in r.stderr, \
+        r.stderr
+
+
+@needs_mpi
 def test_a_bad_exchange_setting_is_refused(tmp_path):
     script = tmp_path / "paths.py"
     script.write_text(PATHS)
