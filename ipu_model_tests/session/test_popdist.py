@@ -408,6 +408,46 @@ def test_a_bad_exchange_setting_is_refused(tmp_path):
     assert "IPUXL_POPDIST_EXCHANGE='fast' is not one of auto, native, mpi4py" in r.stderr, r.stderr
 
 
+FOUR = """import numpy as np, popxl, popxl.ops as ops, popdist, os
+ir = popxl.Ir(replication="popdist")
+R, off = ir.instance_replication_factor, popdist.getReplicaIndexOffset()
+with ir.main_graph:
+    xs = popxl.h2d_stream((1000,), popxl.float32, "x")
+    x = ops.host_load(xs)
+    y = ops.collectives.replicated_all_reduce(x, "add")
+    g = ops.collectives.replicated_all_gather(x, group=ir.replica_grouping(stride=2, group_size=ir.replication_factor // 2))
+    s1 = popxl.d2h_stream(y.shape, y.dtype, "y"); ops.host_store(s1, y)
+    s2 = popxl.d2h_stream(g.shape, g.dtype, "g"); ops.host_store(s2, g)
+G = ir.replication_factor
+allx = np.random.default_rng(1).normal(size=(G, 1000)).astype(np.float32)
+with popxl.Session(ir, "ipu_model") as s:
+    out = s.run({xs: allx[off:off+R] if R > 1 else allx[off]})
+want = allx.astype(np.float64).sum(0).astype(np.float32)
+got = out[s1].reshape(R, 1000)
+assert all(np.array_equal(got[i], want) for i in range(R))
+ga = out[s2].reshape(R, -1)
+for i in range(R):
+    r = off + i
+    members = [m for m in range(G) if m % 2 == r % 2]
+    assert np.array_equal(ga[i], allx[members].reshape(-1)), (r, members)
+os.write(1, f"OK4 {popdist.getInstanceIndex()} {'native' if popdist.communicator().native else 'mpi4py'}\\n".encode())
+"""
+
+
+@needs_mpi
+def test_four_instances(tmp_path, exchange):
+    """4 instances x 2 replicas: an all-reduce over all 8 (every instance
+    exchanges with 3 peers) and an all-gather over strided groups that span
+    all instances, against NumPy (the sum in double, rounded once: what
+    one process computes)."""
+    script = tmp_path / "four.py"
+    script.write_text(FOUR)
+    r = _poprun(script, 4, 8, **exchange)
+    assert r.returncode == 0, r.stdout + r.stderr
+    mode = exchange["IPUXL_POPDIST_EXCHANGE"]
+    assert sorted(re.findall(rf"OK4 (\d) {mode}", r.stdout)) == ["0", "1", "2", "3"], r.stdout
+
+
 VARIABLES = textwrap.dedent("""
 import numpy as np
 import popxl, popxl.ops as ops, popdist
