@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ struct Exchange {
   std::string timeout_env;  // named in the timeout message
   std::vector<MPI_Request> reqs;
   uint64_t calls = 0;
+  // One exchange at a time per context: engines running collectives from
+  // two threads at once would otherwise share `reqs`. (Their messages
+  // would still pair up only if every instance ran them in the same order;
+  // programs run collectives between instances from one thread.)
+  std::mutex mu;
 };
 
 void set_error(char* err, size_t len, const std::string& msg) {
@@ -109,6 +115,7 @@ int wait_all(Exchange* x, const char* what, char* err, size_t err_len) {
 extern "C" int ipuxl_mpi_exchange(void* ctx, const uint8_t* send, size_t bytes, uint8_t* recv,
                                   const char* what, char* err, size_t err_len) {
   auto* x = static_cast<Exchange*>(ctx);
+  std::lock_guard<std::mutex> lock(x->mu);
   ++x->calls;
   if (x->size == 1) return 0;
   x->reqs.clear();
@@ -197,7 +204,10 @@ class PyExchange {
   int rank() const { return x_.rank; }
   int size() const { return x_.size; }
   double timeout() const { return x_.timeout; }
-  uint64_t calls() const { return x_.calls; }
+  uint64_t calls() {
+    std::lock_guard<std::mutex> lock(x_.mu);
+    return x_.calls;
+  }
 
  private:
   static bool is_contiguous(const py::buffer_info& b) {
