@@ -123,6 +123,10 @@ Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& y
   return g;
 }
 
+// Fixed number of partial sums of a batch-split weight gradient: a number
+// of the shapes only, so the result is the same bits at any thread count.
+constexpr int64_t kWgradParts = 4;
+
 // Column budget (floats) of one chunk of images.
 constexpr int64_t kColBudget = int64_t(1) << 21;
 
@@ -336,6 +340,9 @@ struct ConvPlan {
   int64_t nb = 1;  // images per chunk
   bool batched = false;  // threads over images (run_*_batched)
   bool direct = false;   // run_forward_direct
+  bool direct_dgrad = false;  // run_forward_direct on data_grad_as_forward(g)
+  bool direct_wgrad = false;  // run_weights_grad_direct
+  Geom fg;                    // that geometry
   bool tap = false;      // run_tap
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
@@ -620,8 +627,12 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
   const int64_t in_sp = kind == ConvKind::DataGrad ? g.P : g.Isp;
   const int64_t out_ch = kind == ConvKind::DataGrad ? g.C : g.M;
   const int64_t out_sp = kind == ConvKind::DataGrad ? g.Isp : g.P;
-  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
-  const bool batched = g.N >= 2 * num_threads();
+  // The weight gradient sums a fixed number of image ranges (the same bits
+  // at any thread count); the others split the images when there are enough.
+  const int64_t T = kind == ConvKind::WeightsGrad
+      ? std::max<int64_t>(1, std::min<int64_t>(kWgradParts, g.N))
+      : std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const bool batched = kind == ConvKind::WeightsGrad ? T > 1 : g.N >= 2 * num_threads();
   const int64_t units = batched ? T : 1;
   const int64_t wsize = g.G * taps * g.Mg * g.Cg;
   std::vector<float> partial(kind == ConvKind::WeightsGrad ? (size_t)(units * wsize) : 0);
@@ -687,7 +698,8 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
 constexpr int64_t kDirectMaxK = 64, kDirectMaxMB = 8, kDirectPadV = 16;
 
 bool direct_applies(const Geom& g) {
-  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK && g.out[2] >= 8 && !g.pointwise;
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.out[2] >= 8 && !g.pointwise)) return false;
+  return g.K <= kDirectMaxK || std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
 }
 
 // Everything one image-and-group task needs (see run_forward_direct).
@@ -800,9 +812,14 @@ void direct_task_run(const DirectTask& t) {
   direct_task_base(t);
 }
 
-void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y) {
+// Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
+// op's weights); with `flipped`, g is data_grad_as_forward of a convolution
+// and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
+// packing reads transposed per group with the taps reversed.
+void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
+                        bool flipped = false) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
-  const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K;
+  const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K, taps = g.Ksp;
   // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
   // split into sw column phases (padded column j*sw + q in phase q, column
   // j), so that for any stride a tap reads contiguous columns of one phase:
@@ -823,47 +840,258 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
                             (kw * g.dil[2]) / sw;
   }
   // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
-  // zeros past the group's channels).
+  // zeros past the group's channels), packed once per call.
   const int64_t MB = direct_mb(), mblocks = (g.Mg + MB - 1) / MB;
   std::vector<float> wb((size_t)(g.G * mblocks * K * MB), 0.0f);
-  for (int64_t gi = 0; gi < g.G; ++gi)
-    for (int64_t m = 0; m < g.Mg; ++m)
-      for (int64_t k = 0; k < K; ++k)
-        wb[(size_t)(((gi * mblocks + m / MB) * K + k) * MB + m % MB)] =
-            W[(gi * g.Mg + m) * K + k];
-  const int64_t work_per_unit = g.Mg * g.P * K;
-  parallel_for(g.N * g.G, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
+  parallel_for(g.G * g.Mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)),
+               [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gi = u / g.Mg, m = u % g.Mg;
+      float* dst = wb.data() + ((gi * mblocks + m / MB) * K) * MB + m % MB;
+      if (!flipped) {
+        const float* src = W + (gi * g.Mg + m) * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * MB] = src[k];
+      } else {
+        // this output channel m is input channel m of the original
+        // convolution; tap k = (c, t) is its output channel c, tap taps-1-t
+        for (int64_t c = 0; c < g.Cg; ++c) {
+          const float* src = W + ((gi * g.Cg + c) * g.Mg + m) * taps;
+          for (int64_t t = 0; t < taps; ++t) dst[(c * taps + t) * MB] = src[taps - 1 - t];
+        }
+      }
+    }
+  });
+  // Tasks: (image, group, range of channel blocks). Splitting the channel
+  // blocks gives both threads work when there are few images; each task
+  // pads its own copy of the image. Every output element is computed by one
+  // task with the same instructions, so the result does not depend on the
+  // split or the thread count.
+  const int64_t images = g.N * g.G, T = num_threads();
+  const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
+  parallel_for(images * split, std::max<int64_t>(1, 65536 / work_per_unit),
                [&](int64_t u0, int64_t u1) {
     std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
+    int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t gi = u % g.G, n = u / g.G;
-      std::fill(pad.begin(), pad.end(), 0.0f);
-      const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
-      for (int64_t c = 0; c < g.Cg; ++c)
-        for (int64_t r = 0; r < PH; ++r) {
-          const int64_t ih = r - g.pad[1];
-          if (ih < 0 || ih >= IH) continue;
-          const float* src = img + (c * IH + ih) * IW;
-          float* row = pad.data() + (c * PH + r) * sw * PWj;
-          // padded column j*sw + q holds input column j*sw + q - pad_w
-          if (sw == 1) {
-            const int64_t j0 = std::max<int64_t>(0, g.pad[2]);
-            const int64_t j1 = std::min<int64_t>(PWj, IW + g.pad[2]);
-            if (j1 > j0) std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
-            continue;
-          }
-          for (int64_t q = 0; q < sw; ++q) {
-            float* dst = row + q * PWj;
-            for (int64_t j = 0; j < PWj; ++j) {
-              const int64_t iw = j * sw + q - g.pad[2];
-              if (iw >= 0 && iw < IW) dst[j] = src[iw];
+      const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;
+      const int64_t mb0 = mblocks * part / split, mb1 = mblocks * (part + 1) / split;
+      if (mb1 == mb0) continue;
+      if (padded != img) {
+        padded = img;
+        std::fill(pad.begin(), pad.end(), 0.0f);
+        const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - g.pad[1];
+            if (ih < 0 || ih >= IH) continue;
+            const float* src = src_img + (c * IH + ih) * IW;
+            float* row = pad.data() + (c * PH + r) * sw * PWj;
+            // padded column j*sw + q holds input column j*sw + q - pad_w
+            if (sw == 1) {
+              const int64_t j0 = std::max<int64_t>(0, g.pad[2]);
+              const int64_t j1 = std::min<int64_t>(PWj, IW + g.pad[2]);
+              if (j1 > j0)
+                std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
+              continue;
+            }
+            for (int64_t q = 0; q < sw; ++q) {
+              float* dst = row + q * PWj;
+              for (int64_t j = 0; j < PWj; ++j) {
+                const int64_t iw = j * sw + q - g.pad[2];
+                if (iw >= 0 && iw < IW) dst[j] = src[iw];
+              }
             }
           }
-        }
-      DirectTask t{pad.data(), offs.data(), wb.data() + gi * mblocks * K * MB,
-                   Y + (n * g.M + gi * g.Mg) * g.P, K, g.Mg, OH, OW,
+      }
+      const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
+      DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
+                   Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
                    g.stride[1] * sw * PWj};
       direct_task_run(t);
+    }
+  });
+}
+
+// The data gradient of a convolution with unit strides is a forward
+// convolution of dy (channels M, spatial out) with the weights transposed
+// per group and the taps reversed, padded by reach - pad at the start of
+// each axis (reach = (k-1)*dil); its output is dx (channels C, spatial in).
+Geom data_grad_as_forward(const Geom& g) {
+  Geom f = g;
+  f.C = g.M;
+  f.M = g.C;
+  f.Cg = g.Mg;
+  f.Mg = g.Cg;
+  for (int a = 0; a < 3; ++a) {
+    f.in[a] = g.out[a];
+    f.out[a] = g.in[a];
+    f.pad[a] = (g.k[a] - 1) * g.dil[a] - g.pad[a];
+  }
+  f.Isp = g.P;
+  f.P = g.Isp;
+  f.K = f.Cg * f.Ksp;
+  f.pointwise = false;
+  return f;
+}
+
+// Whether the data gradient runs as a direct forward convolution: unit
+// strides, 1 or 2 spatial axes, a kernel bigger than 1x1, padding within
+// the kernel's reach at both ends (dx reads only real dy rows or zeros).
+bool direct_data_grad_applies(const Geom& g) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  if (g.P == 0 || g.N == 0 || g.Isp == 0 || g.in[2] < 8) return false;
+  for (int a = 1; a < 3; ++a) {
+    const int64_t reach = (g.k[a] - 1) * g.dil[a];
+    const int64_t pe = (g.out[a] - 1) + reach - g.pad[a] - (g.in[a] - 1);  // end padding used
+    if (g.pad[a] > reach || pe < 0 || pe > reach) return false;
+  }
+  return std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
+}
+
+// Direct weight gradient for unit strides (1 or 2 spatial axes), with the
+// positions numbered over padded rows as in the tap path: x is padded once
+// per call into planes IWp = OW + (kw-1)*dw wide, dy laid out over the same
+// rows (zeros in each row's last (kw-1)*dw columns and past the end), so
+//   dw[m, c, kh, kw] = sum_n sum_p dyp[n, m, p] * xpad[n, c, p + kh*dh*IWp + kw*dw]
+// is a plain dot product over a contiguous range of p. The micro-kernel
+// keeps MB output channels x NT taps of one kernel row as vector
+// accumulators over p (per vector of positions: MB loads of dy, NT shifted
+// loads of x, MB*NT multiply-adds); the accumulators are carried in memory
+// across images and summed across lanes once at the end. A task owns a
+// block of output channels and a few input channels of one group and runs
+// over every image in order, so each element of dw is summed in the same
+// order whatever the thread count.
+struct WgradTask {
+  const float* dy;      // MB rows of dyp (stride ld), zeros past the group's channels
+  const float* x;       // xpad plane of one channel, at the kernel row's offset
+  const int64_t* toff;  // NT tap offsets into x (taps past the row repeat tap 0)
+  float* acc;           // MB x NT vectors of partial sums (V floats each)
+  int64_t ld, nvec;     // dy row stride, vectors of positions
+};
+
+template <int V, int MB, int NT>
+__attribute__((always_inline)) inline void wgrad_block(const WgradTask& t) {
+  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
+  Vf acc[MB][NT];
+  for (int j = 0; j < MB; ++j)
+    for (int q = 0; q < NT; ++q) acc[j][q] = *reinterpret_cast<const Vf*>(t.acc + (j * NT + q) * V);
+  const float* x[NT];
+  for (int q = 0; q < NT; ++q) x[q] = t.x + t.toff[q];
+  for (int64_t i = 0; i < t.nvec; ++i) {
+    Vf xv[NT];
+    for (int q = 0; q < NT; ++q) xv[q] = *reinterpret_cast<const Vf*>(x[q] + i * V);
+    for (int j = 0; j < MB; ++j) {
+      Vf d = *reinterpret_cast<const Vf*>(t.dy + j * t.ld + i * V);
+#if IPUXL_X86 && defined(__GNUC__)
+      // one load of d into a register, used NT times (GCC otherwise folds
+      // NT loads of it into the multiply-adds: more loads than FMAs)
+      __asm__("" : "+v"(d));
+#endif
+      for (int q = 0; q < NT; ++q) acc[j][q] += d * xv[q];
+    }
+  }
+  for (int j = 0; j < MB; ++j)
+    for (int q = 0; q < NT; ++q) *reinterpret_cast<Vf*>(t.acc + (j * NT + q) * V) = acc[j][q];
+}
+
+// Per-level copies: AVX-512 16 lanes x 8 channels x 3 taps (24 of 32
+// registers), AVX2 8 x 4 x 3 (12 of 16), the baseline 4 x 2 x 3.
+constexpr int kWgradNT = 3;
+#if IPUXL_MULTI_ISA
+IPUXL_TARGET_AVX512 void wgrad_block_avx512(const WgradTask& t) { wgrad_block<16, 8, kWgradNT>(t); }
+IPUXL_TARGET_AVX2 void wgrad_block_avx2(const WgradTask& t) { wgrad_block<8, 4, kWgradNT>(t); }
+#endif
+void wgrad_block_base(const WgradTask& t) { wgrad_block<4, 2, kWgradNT>(t); }
+
+struct WgradLevel {
+  int V, MB;
+  void (*fn)(const WgradTask&);
+};
+
+WgradLevel wgrad_level() {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return {16, 8, wgrad_block_avx512};
+    case isa::Level::AVX2: return {8, 4, wgrad_block_avx2};
+    default: break;
+  }
+#endif
+  return {4, 2, wgrad_block_base};
+}
+
+bool direct_wgrad_applies(const Geom& g) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  return g.P > 0 && g.N > 0 && g.Isp > 0 && std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
+}
+
+void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, float* DW) {
+  const WgradLevel lv = wgrad_level();
+  const int64_t V = lv.V, MB = lv.MB, NT = kWgradNT;
+  const int64_t KH = g.k[1], KW = g.k[2], dh = g.dil[1], dw = g.dil[2];
+  const int64_t OH = g.out[1], OW = g.out[2], taps = g.Ksp;
+  TapGeom t = make_tap_geom(g.Cg, g.in[1], g.in[2], g.pad[1], g.pad[2], KH, KW, dh, dw, g.Mg, OH, OW);
+  const int64_t npos = OH * t.IWp, npv = (npos + 15) / 16 * 16, nvec = (npos + V - 1) / V;
+  // x planes hold every position a vector reads (zeros past the image)
+  t.plane = (npv + (KH - 1) * dh * t.IWp + (KW - 1) * dw + 15) / 16 * 16;
+  const int64_t mblocks = (g.Mg + MB - 1) / MB, Mpad = mblocks * MB;
+  std::vector<float> xpad((size_t)(g.N * g.C * t.plane));
+  std::vector<float> dyp((size_t)(g.N * g.G * Mpad * npv), 0.0f);
+  parallel_for(g.N * g.G, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u / g.G, gi = u % g.G;
+      tap_pad(t, X + (n * g.C + gi * g.Cg) * g.Isp, xpad.data() + (n * g.C + gi * g.Cg) * t.plane);
+      for (int64_t m = 0; m < g.Mg; ++m)
+        for (int64_t r = 0; r < OH; ++r)
+          std::memcpy(dyp.data() + ((u * Mpad + m) * npv) + r * t.IWp,
+                      DY + ((n * g.M + gi * g.Mg + m) * OH + r) * OW, sizeof(float) * (size_t)OW);
+    }
+  });
+  // taps of a kernel row in blocks of NT (a short last block repeats tap 0
+  // of the row; those sums are dropped)
+  const int64_t kwb = (KW + NT - 1) / NT;
+  std::vector<int64_t> toff((size_t)(kwb * NT));
+  for (int64_t b = 0; b < kwb; ++b)
+    for (int64_t q = 0; q < NT; ++q)
+      toff[(size_t)(b * NT + q)] = b * NT + q < KW ? (b * NT + q) * dw : 0;
+  const int64_t cr = std::min<int64_t>(g.Cg, 4), cblocks = (g.Cg + cr - 1) / cr;
+  const int64_t units = g.G * mblocks * cblocks;
+  const int64_t per_c = KH * kwb * MB * NT * V;  // accumulator floats per channel
+  const int64_t work = std::max<int64_t>(1, g.N * npos * MB * cr * taps);
+  parallel_for(units, std::max<int64_t>(1, 65536 / work), [&](int64_t u0, int64_t u1) {
+    std::vector<float> acc((size_t)(cr * per_c));
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gi = u / (mblocks * cblocks), mb = (u / cblocks) % mblocks, cb = u % cblocks;
+      const int64_t c0 = cb * cr, c1 = std::min<int64_t>(g.Cg, c0 + cr);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const float* dy = dyp.data() + ((n * g.G + gi) * Mpad + mb * MB) * npv;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float* xp = xpad.data() + (n * g.C + gi * g.Cg + c) * t.plane;
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t b = 0; b < kwb; ++b) {
+              WgradTask wt{dy, xp + kh * dh * t.IWp, toff.data() + b * NT,
+                           acc.data() + (c - c0) * per_c + (kh * kwb + b) * MB * NT * V, npv, nvec};
+              lv.fn(wt);
+            }
+        }
+      }
+      // lanes summed in a fixed order
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t kh = 0; kh < KH; ++kh)
+          for (int64_t b = 0; b < kwb; ++b)
+            for (int64_t j = 0; j < MB; ++j) {
+              const int64_t m = mb * MB + j;
+              if (m >= g.Mg) break;
+              for (int64_t q = 0; q < NT && b * NT + q < KW; ++q) {
+                const float* a = acc.data() + (c - c0) * per_c + (((kh * kwb + b) * MB + j) * NT + q) * V;
+                float sum = 0.0f;
+                for (int64_t l = 0; l < V; ++l) sum += a[l];
+                DW[(gi * g.Mg + m) * g.K + c * taps + kh * KW + b * NT + q] = sum;
+              }
+            }
     }
   });
 }
@@ -905,7 +1133,7 @@ void run_data_grad_batched(const Geom& g, const float* DY, const float* W, float
 }
 
 void run_weights_grad_batched(const Geom& g, const float* DY, const float* X, float* DW) {
-  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(kWgradParts, g.N));
   const int64_t wsize = g.M * K;
   std::vector<float> partial((size_t)((T - 1) * wsize));
   parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
@@ -972,9 +1200,18 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   // product is small (below ~16 MFLOP): single-threaded products on
   // private columns beat splitting each small product.
   const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
-  p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
+  // (The weight gradient's choice depends on the shapes only: its two
+  // forms sum in different orders, and the result must not depend on the
+  // thread count.)
+  const int64_t min_images = kind == ConvKind::WeightsGrad ? kWgradParts : 2 * num_threads();
+  p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
+  if (kind == ConvKind::DataGrad && direct_data_grad_applies(g)) {
+    p.direct = p.direct_dgrad = true;
+    p.fg = data_grad_as_forward(g);
+  }
+  if (kind == ConvKind::WeightsGrad && direct_wgrad_applies(g)) p.direct = p.direct_wgrad = true;
   p.tap = !p.direct && tap_applies(g, kind) && std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
   if (p.tap) p.batched = false;
   if (p.direct) p.batched = false;
@@ -1006,7 +1243,9 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
           return;
         }
         if (p.direct) {
-          run_forward_direct(p.g, A, B, O);
+          if (p.direct_wgrad) run_weights_grad_direct(p.g, A, B, O);
+          else if (p.direct_dgrad) run_forward_direct(p.fg, A, B, O, true);
+          else run_forward_direct(p.g, A, B, O);
           p.o.finish(log2_scale, p.scaled);
           return;
         }
