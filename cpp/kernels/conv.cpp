@@ -709,24 +709,39 @@ struct DirectTask {
   const float* w;       // [mblocks][K][MB] weights, zero beyond Mg
   float* y;             // output of this image and group, [Mg][OH][OW]
   int64_t K, Mg, OH, OW, row_step;  // row_step: floats between output rows' bases
+  int64_t taps;         // kernel taps per input channel (K = Cg * taps)
 };
 
-// Accumulates NS vectors x MB channels over the K taps at `base` and stores
-// the nw valid columns of each of the nm valid channels at y (row stride
-// plane = OH*OW between channels). spill: the caller lets a short strip
-// store whole vectors, past the row's end into the start of the next row
-// of the same channel, which it writes afterwards (a per-channel memcpy of
-// the tail cost more than the multiply-adds of a 28-wide MNIST row).
+// Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
+// stores the nw valid columns of each of the nm valid channels at y (row
+// stride plane = OH*OW between channels). With `add`, the accumulators
+// start from y's values (a later chunk of taps; see direct_task), else from
+// zero. spill (only without add): the caller lets a short strip store whole
+// vectors, past the row's end into the start of the next row of the same
+// channel, which it writes afterwards (a per-channel memcpy of the tail cost
+// more than the multiply-adds of a 28-wide MNIST row).
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_strip(const float* base, const int64_t* offs,
-                                                        const float* w, int64_t K, float* y,
-                                                        int64_t plane, int64_t nm, int64_t nw,
-                                                        bool spill) {
+                                                        const float* w, int64_t k0, int64_t k1,
+                                                        float* y, int64_t plane, int64_t nm,
+                                                        int64_t nw, bool spill, bool add) {
   typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
   Vf acc[MB][NS];
-  for (int j = 0; j < MB; ++j)
-    for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
-  for (int64_t k = 0; k < K; ++k) {
+  if (!add) {
+    for (int j = 0; j < MB; ++j)
+      for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
+  } else {
+    for (int j = 0; j < MB; ++j) {
+      const float* src = y + std::min<int64_t>(j, nm - 1) * plane;
+      if (nw == NS * V) {
+        for (int s = 0; s < NS; ++s) acc[j][s] = *reinterpret_cast<const Vf*>(src + s * V);
+      } else {
+        for (int s = 0; s < NS; ++s)
+          for (int i = 0; i < V; ++i) acc[j][s][i] = s * V + i < nw ? src[s * V + i] : 0.0f;
+      }
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
     const float* p = base + offs[k];
     Vf v[NS];
     for (int s = 0; s < NS; ++s) v[s] = *reinterpret_cast<const Vf*>(p + s * V);
@@ -750,33 +765,44 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
 // One task's output rows: strips of up to NSMAX vectors, MB channels at a
 // time (the last strip of a row takes as few vectors as cover it). Rows are
 // written in increasing order, so every row but a channel's last may spill
-// its last strip into the next (see direct_strip).
+// its last strip into the next (see direct_strip). Long reductions run in
+// chunks of taps of kDirectChunkC input channels over all rows, the partial
+// sums kept in y: a chunk's padded rows and weights stay in the L1 cache
+// while it sweeps the rows (all the channels' rows of one output row of a
+// 64-channel 3x3 layer did not fit it).
+constexpr int64_t kDirectChunkC = 16;
+
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
   const int64_t over = (t.OW + V - 1) / V * V - t.OW;  // floats a row's last strip spills
+  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
-    for (int64_t oh = 0; oh < t.OH; ++oh) {
-      float* yrow = t.y + mb * MB * plane + oh * t.OW;
-      const float* brow = t.pad + oh * t.row_step;
-      const bool spill = oh + 1 < t.OH && over <= t.OW;
-      for (int64_t ow = 0; ow < t.OW;) {
-        const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
-        const float* base = brow + ow;
-        if (nv >= NSMAX) {
-          const int64_t nw = std::min<int64_t>(left, NSMAX * V);
-          direct_strip<V, NSMAX, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, nw, spill);
-          ow += NSMAX * V;
-        } else if (NSMAX > 2 && nv == 2) {
-          direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, left,
-                                                  spill);
-          ow = t.OW;
-        } else {
-          direct_strip<V, 1, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, std::min<int64_t>(left, V),
-                                 spill);
-          ow += V;
+    for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
+      const int64_t k1 = std::min(t.K, k0 + chunk);
+      const bool add = k0 > 0;
+      for (int64_t oh = 0; oh < t.OH; ++oh) {
+        float* yrow = t.y + mb * MB * plane + oh * t.OW;
+        const float* brow = t.pad + oh * t.row_step;
+        const bool spill = !add && oh + 1 < t.OH && over <= t.OW;
+        for (int64_t ow = 0; ow < t.OW;) {
+          const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
+          const float* base = brow + ow;
+          if (nv >= NSMAX) {
+            const int64_t nw = std::min<int64_t>(left, NSMAX * V);
+            direct_strip<V, NSMAX, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
+            ow += NSMAX * V;
+          } else if (NSMAX > 2 && nv == 2) {
+            direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
+                                                    left, spill, add);
+            ow = t.OW;
+          } else {
+            direct_strip<V, 1, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
+                                   std::min<int64_t>(left, V), spill, add);
+            ow += V;
+          }
         }
       }
     }
@@ -907,7 +933,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
                    Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
-                   g.stride[1] * sw * PWj};
+                   g.stride[1] * sw * PWj, taps};
       direct_task_run(t);
     }
   });
