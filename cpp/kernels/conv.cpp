@@ -1062,19 +1062,7 @@ void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, flo
   const int64_t npos = OH * t.IWp, npv = (npos + 15) / 16 * 16, nvec = (npos + V - 1) / V;
   // x planes hold every position a vector reads (zeros past the image)
   t.plane = (npv + (KH - 1) * dh * t.IWp + (KW - 1) * dw + 15) / 16 * 16;
-  const int64_t mblocks = (g.Mg + MB - 1) / MB, Mpad = mblocks * MB;
-  std::vector<float> xpad((size_t)(g.N * g.C * t.plane));
-  std::vector<float> dyp((size_t)(g.N * g.G * Mpad * npv), 0.0f);
-  parallel_for(g.N * g.G, 1, [&](int64_t u0, int64_t u1) {
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t n = u / g.G, gi = u % g.G;
-      tap_pad(t, X + (n * g.C + gi * g.Cg) * g.Isp, xpad.data() + (n * g.C + gi * g.Cg) * t.plane);
-      for (int64_t m = 0; m < g.Mg; ++m)
-        for (int64_t r = 0; r < OH; ++r)
-          std::memcpy(dyp.data() + ((u * Mpad + m) * npv) + r * t.IWp,
-                      DY + ((n * g.M + gi * g.Mg + m) * OH + r) * OW, sizeof(float) * (size_t)OW);
-    }
-  });
+  const int64_t mblocks = (g.Mg + MB - 1) / MB;
   // taps of a kernel row in blocks of NT (a short last block repeats tap 0
   // of the row; those sums are dropped)
   const int64_t kwb = (KW + NT - 1) / NT;
@@ -1082,42 +1070,72 @@ void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, flo
   for (int64_t b = 0; b < kwb; ++b)
     for (int64_t q = 0; q < NT; ++q)
       toff[(size_t)(b * NT + q)] = b * NT + q < KW ? (b * NT + q) * dw : 0;
-  const int64_t cr = std::min<int64_t>(g.Cg, 4), cblocks = (g.Cg + cr - 1) / cr;
-  const int64_t units = g.G * mblocks * cblocks;
-  const int64_t per_c = KH * kwb * MB * NT * V;  // accumulator floats per channel
-  const int64_t work = std::max<int64_t>(1, g.N * npos * MB * cr * taps);
-  parallel_for(units, std::max<int64_t>(1, 65536 / work), [&](int64_t u0, int64_t u1) {
-    std::vector<float> acc((size_t)(cr * per_c));
+  // Positions in chunks whose MB rows of dy (24 KiB) stay in L1 while the
+  // task's channels and kernel rows reuse them.
+  // (Equal chunks: a short last one would pay the accumulators' loads and
+  // stores for a few vectors.)
+  const int64_t max_v = std::max<int64_t>(1, 6144 / (MB * V));
+  const int64_t chunk_v = (nvec + (nvec + max_v - 1) / max_v - 1) / std::max<int64_t>(1, (nvec + max_v - 1) / max_v);
+  // Tasks: (group, range of input channels, range of channel blocks), about
+  // two per thread. A task pads its channels of each image into its own
+  // planes and copies its blocks of dy into padded rows, one block at a time.
+  // Every element of dw is one task's sum over the images and positions in
+  // order, so the split (which depends on the thread count) does not change
+  // a bit of the result.
+  const int64_t want = 2 * num_threads();
+  const int64_t cparts = std::min<int64_t>(g.Cg, want >= 2 * g.G ? 2 : 1);
+  const int64_t mparts = std::min<int64_t>(mblocks, std::max<int64_t>(1, (want + g.G * cparts - 1) / (g.G * cparts)));
+  const int64_t per_c = KH * kwb * MB * NT * V;  // accumulator floats per channel and block
+  parallel_for(g.G * cparts * mparts, 1, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t gi = u / (mblocks * cblocks), mb = (u / cblocks) % mblocks, cb = u % cblocks;
-      const int64_t c0 = cb * cr, c1 = std::min<int64_t>(g.Cg, c0 + cr);
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      const int64_t gi = u / (cparts * mparts), cp = (u / mparts) % cparts, mp = u % mparts;
+      const int64_t c0 = g.Cg * cp / cparts, c1 = g.Cg * (cp + 1) / cparts, cr = c1 - c0;
+      const int64_t mb0 = mblocks * mp / mparts, mb1 = mblocks * (mp + 1) / mparts;
+      if (cr == 0 || mb1 == mb0) continue;
+      TapGeom tc = t;
+      tc.Cin = cr;
+      std::vector<float> xb((size_t)(cr * t.plane));
+      std::vector<float> dyb((size_t)(MB * npv), 0.0f);  // waste columns and slack stay zero
+      std::vector<float> acc((size_t)((mb1 - mb0) * cr * per_c), 0.0f);
       for (int64_t n = 0; n < g.N; ++n) {
-        const float* dy = dyp.data() + ((n * g.G + gi) * Mpad + mb * MB) * npv;
-        for (int64_t c = c0; c < c1; ++c) {
-          const float* xp = xpad.data() + (n * g.C + gi * g.Cg + c) * t.plane;
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t b = 0; b < kwb; ++b) {
-              WgradTask wt{dy, xp + kh * dh * t.IWp, toff.data() + b * NT,
-                           acc.data() + (c - c0) * per_c + (kh * kwb + b) * MB * NT * V, npv, nvec};
-              lv.fn(wt);
-            }
+        tap_pad(tc, X + (n * g.C + gi * g.Cg + c0) * g.Isp, xb.data());
+        for (int64_t mb = mb0; mb < mb1; ++mb) {
+          const int64_t nm = std::min<int64_t>(MB, g.Mg - mb * MB);
+          for (int64_t j = 0; j < nm; ++j)
+            for (int64_t r = 0; r < OH; ++r)
+              std::memcpy(dyb.data() + j * npv + r * t.IWp,
+                          DY + ((n * g.M + gi * g.Mg + mb * MB + j) * OH + r) * OW,
+                          sizeof(float) * (size_t)OW);
+          float* accm = acc.data() + (mb - mb0) * cr * per_c;
+          for (int64_t v0 = 0; v0 < nvec; v0 += chunk_v) {
+            const int64_t nv = std::min(chunk_v, nvec - v0);
+            for (int64_t c = 0; c < cr; ++c)
+              for (int64_t kh = 0; kh < KH; ++kh)
+                for (int64_t b = 0; b < kwb; ++b) {
+                  WgradTask wt{dyb.data() + v0 * V, xb.data() + c * t.plane + kh * dh * t.IWp + v0 * V,
+                               toff.data() + b * NT, accm + c * per_c + (kh * kwb + b) * MB * NT * V,
+                               npv, nv};
+                  lv.fn(wt);
+                }
+          }
         }
       }
       // lanes summed in a fixed order
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t kh = 0; kh < KH; ++kh)
-          for (int64_t b = 0; b < kwb; ++b)
-            for (int64_t j = 0; j < MB; ++j) {
-              const int64_t m = mb * MB + j;
-              if (m >= g.Mg) break;
-              for (int64_t q = 0; q < NT && b * NT + q < KW; ++q) {
-                const float* a = acc.data() + (c - c0) * per_c + (((kh * kwb + b) * MB + j) * NT + q) * V;
-                float sum = 0.0f;
-                for (int64_t l = 0; l < V; ++l) sum += a[l];
-                DW[(gi * g.Mg + m) * g.K + c * taps + kh * KW + b * NT + q] = sum;
+      for (int64_t mb = mb0; mb < mb1; ++mb)
+        for (int64_t c = 0; c < cr; ++c)
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t b = 0; b < kwb; ++b)
+              for (int64_t j = 0; j < MB; ++j) {
+                const int64_t m = mb * MB + j;
+                if (m >= g.Mg) break;
+                for (int64_t q = 0; q < NT && b * NT + q < KW; ++q) {
+                  const float* a = acc.data() + ((mb - mb0) * cr + c) * per_c +
+                                   (((kh * kwb + b) * MB + j) * NT + q) * V;
+                  float sum = 0.0f;
+                  for (int64_t l = 0; l < V; ++l) sum += a[l];
+                  DW[(gi * g.Mg + m) * g.K + (c0 + c) * taps + kh * KW + b * NT + q] = sum;
+                }
               }
-            }
     }
   });
 }
