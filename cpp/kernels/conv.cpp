@@ -731,6 +731,12 @@ struct DirectTask {
   float* y;             // output of this image and group, [Mg][OH][OW]
   int64_t K, Mg, OH, OW, row_step;  // row_step: floats between output rows' bases
   int64_t taps;         // kernel taps per input channel (K = Cg * taps)
+  // Flat form (unit strides, see direct_task_flat): positions numbered along
+  // padded rows of `pitch` floats, partial sums in ys (MB rows of ys_ld).
+  bool flat;
+  int64_t pitch;
+  float* ys;
+  int64_t ys_ld;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -830,16 +836,62 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   }
 }
 
+// The flat form for unit strides: output positions are numbered along the
+// padded rows (oh * pitch + ow, pitch = OW + the kernel's reach), so a strip
+// of NS whole vectors runs across row ends and every strip is full; the
+// (kw-1)*dw columns at each row's end are computed and dropped. A 56-wide
+// row of a 3x3 layer is 58 positions (3.6 vectors of 16) instead of 3 full
+// strips and a half-empty one. The sums go to a scratch block (partial sums
+// of the chunks of taps included), whose rows are then copied out.
+template <int V, int NS, int MB>
+__attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  const int64_t npos = t.OH * t.pitch;
+  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  for (int64_t mb = 0; mb < mblocks; ++mb) {
+    const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
+    const float* w = t.w + mb * t.K * MB;
+    for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
+      const int64_t k1 = std::min(t.K, k0 + chunk);
+      for (int64_t p = 0; p < npos; p += NS * V)
+        direct_strip<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, t.ys + p, t.ys_ld, MB, NS * V, false,
+                                k0 > 0);
+    }
+    for (int64_t j = 0; j < nm; ++j)
+      for (int64_t oh = 0; oh < t.OH; ++oh)
+        std::memcpy(t.y + (mb * MB + j) * plane + oh * t.OW, t.ys + j * t.ys_ld + oh * t.pitch,
+                    sizeof(float) * (size_t)t.OW);
+  }
+}
+
+template <int V, int NSMAX, int MB>
+__attribute__((always_inline)) inline void direct_task_any(const DirectTask& t) {
+  if (t.flat) direct_task_flat<V, NSMAX, MB>(t);
+  else direct_task<V, NSMAX, MB>(t);
+}
+
 // Per-level copies. AVX-512: 16 lanes, up to 3 vectors x 8 channels of
 // accumulators in 32 registers; AVX2: 8 lanes, 3 x 4 in 16 registers; the
 // baseline (no FMA: a multiply needs a spare register): 4 lanes, 2 x 4.
 // Channel blocks of 4 or 8 divide the usual channel counts (a block of 6
 // computed 36 channels for MNIST's 32).
 #if IPUXL_MULTI_ISA
-IPUXL_TARGET_AVX512 void direct_task_avx512(const DirectTask& t) { direct_task<16, 3, 8>(t); }
-IPUXL_TARGET_AVX2 void direct_task_avx2(const DirectTask& t) { direct_task<8, 3, 4>(t); }
+IPUXL_TARGET_AVX512 void direct_task_avx512(const DirectTask& t) { direct_task_any<16, 3, 8>(t); }
+IPUXL_TARGET_AVX2 void direct_task_avx2(const DirectTask& t) { direct_task_any<8, 3, 4>(t); }
 #endif
-void direct_task_base(const DirectTask& t) { direct_task<4, 2, 4>(t); }
+void direct_task_base(const DirectTask& t) { direct_task_any<4, 2, 4>(t); }
+
+// Vector width of the level in use (floats).
+int64_t direct_v() {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return 16;
+    case isa::Level::AVX2: return 8;
+    default: break;
+  }
+#endif
+  return 4;
+}
 
 int direct_mb() {
 #if IPUXL_MULTI_ISA
@@ -874,8 +926,14 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   // run to a whole number of the widest vectors past OW (strips read them).
   const int64_t sw = g.stride[2];
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
-  const int64_t PWj = (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV +
-                      ((kw_n - 1) * g.dil[2]) / sw + 1;
+  // The flat form (direct_task_flat) when it wastes fewer lanes per row.
+  const int64_t V = direct_v(), reach_w = (kw_n - 1) * g.dil[2];
+  const bool flat = g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
+  const int64_t PWj = flat ? OW + reach_w
+                           : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
+  // flat strips read up to 3 vectors of the widest level past the last row
+  const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
+  const int64_t ys_ld = flat ? (OH * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -918,7 +976,8 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
   parallel_for(images * split, std::max<int64_t>(1, 65536 / work_per_unit),
                [&](int64_t u0, int64_t u1) {
-    std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
+    std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj + slack));
+    std::vector<float> ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;
@@ -926,35 +985,41 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       if (mb1 == mb0) continue;
       if (padded != img) {
         padded = img;
-        std::fill(pad.begin(), pad.end(), 0.0f);
+        // every float of the buffer is written: zeros around the image
         const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
         for (int64_t c = 0; c < g.Cg; ++c)
           for (int64_t r = 0; r < PH; ++r) {
             const int64_t ih = r - g.pad[1];
-            if (ih < 0 || ih >= IH) continue;
-            const float* src = src_img + (c * IH + ih) * IW;
             float* row = pad.data() + (c * PH + r) * sw * PWj;
+            if (ih < 0 || ih >= IH) {
+              std::fill(row, row + sw * PWj, 0.0f);
+              continue;
+            }
+            const float* src = src_img + (c * IH + ih) * IW;
             // padded column j*sw + q holds input column j*sw + q - pad_w
             if (sw == 1) {
-              const int64_t j0 = std::max<int64_t>(0, g.pad[2]);
-              const int64_t j1 = std::min<int64_t>(PWj, IW + g.pad[2]);
+              const int64_t j0 = std::min<int64_t>(PWj, std::max<int64_t>(0, g.pad[2]));
+              const int64_t j1 = std::max<int64_t>(j0, std::min<int64_t>(PWj, IW + g.pad[2]));
+              std::fill(row, row + j0, 0.0f);
               if (j1 > j0)
                 std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
+              std::fill(row + j1, row + PWj, 0.0f);
               continue;
             }
             for (int64_t q = 0; q < sw; ++q) {
               float* dst = row + q * PWj;
               for (int64_t j = 0; j < PWj; ++j) {
                 const int64_t iw = j * sw + q - g.pad[2];
-                if (iw >= 0 && iw < IW) dst[j] = src[iw];
+                dst[j] = iw >= 0 && iw < IW ? src[iw] : 0.0f;
               }
             }
           }
+        std::fill(pad.begin() + g.Cg * PH * sw * PWj, pad.end(), 0.0f);
       }
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
                    Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
-                   g.stride[1] * sw * PWj, taps};
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld};
       direct_task_run(t);
     }
   });
