@@ -50,6 +50,7 @@
 // multiplied by 2^log2_scale and rounded once to float16 (PopXL's
 // conv_pow2scaled).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -1139,7 +1140,23 @@ bool direct_wgrad_applies(const Geom& g) {
   return g.P > 0 && g.N > 0 && g.Isp > 0 && std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
 }
 
-void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, float* DW) {
+// Whether no value is an infinity or NaN (exponent bits all ones); an
+// integer OR, so it vectorises without reassociating float sums.
+bool all_finite(const float* v, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+// Returns false, with DW unspecified, when x holds an infinity or NaN: the
+// padded rows multiply each row's wasted positions (zeros of dy) by x
+// values the true sum never reads for that tap, and 0 * inf would turn a
+// finite gradient into NaN.
+bool run_weights_grad_direct(const Geom& g, const float* DY, const float* X, float* DW) {
   const WgradLevel lv = wgrad_level();
   const int64_t V = lv.V, MB = lv.MB, NT = kWgradNT;
   const int64_t KH = g.k[1], KW = g.k[2], dh = g.dil[1], dw = g.dil[2];
@@ -1172,6 +1189,7 @@ void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, flo
   const int64_t cparts = std::min<int64_t>(g.Cg, want >= 2 * g.G ? 2 : 1);
   const int64_t mparts = std::min<int64_t>(mblocks, std::max<int64_t>(1, (want + g.G * cparts - 1) / (g.G * cparts)));
   const int64_t per_c = KH * kwb * MB * NT * V;  // accumulator floats per channel and block
+  std::atomic<bool> nonfinite{false};
   parallel_for(g.G * cparts * mparts, 1, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t gi = u / (cparts * mparts), cp = (u / mparts) % cparts, mp = u % mparts;
@@ -1184,7 +1202,12 @@ void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, flo
       std::vector<float> dyb((size_t)(MB * npv), 0.0f);  // waste columns and slack stay zero
       std::vector<float> acc((size_t)((mb1 - mb0) * cr * per_c), 0.0f);
       for (int64_t n = 0; n < g.N; ++n) {
+        if (nonfinite.load(std::memory_order_relaxed)) break;
         tap_pad(tc, X + (n * g.C + gi * g.Cg + c0) * g.Isp, xb.data());
+        if (!all_finite(xb.data(), (int64_t)xb.size())) {
+          nonfinite.store(true, std::memory_order_relaxed);
+          break;
+        }
         for (int64_t mb = mb0; mb < mb1; ++mb) {
           const int64_t nm = std::min<int64_t>(MB, g.Mg - mb * MB);
           for (int64_t j = 0; j < nm; ++j)
@@ -1224,6 +1247,7 @@ void run_weights_grad_direct(const Geom& g, const float* DY, const float* X, flo
               }
     }
   });
+  return !nonfinite.load();
 }
 
 // Batch-parallel forms, for images small enough that one image's product
@@ -1341,8 +1365,13 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
     p.direct = p.direct_dgrad = true;
     p.fg = data_grad_as_forward(g);
   }
-  if (kind == ConvKind::WeightsGrad && direct_wgrad_applies(g)) p.direct = p.direct_wgrad = true;
-  p.tap = !p.direct && tap_applies(g, kind) && std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
+  // The direct weight gradient declines at run time when x holds an
+  // infinity or NaN (see run_weights_grad_direct): the unfold + GEMM form is
+  // then used, so its buffers are planned too (and the tap form, which has
+  // the same limitation, is not).
+  p.direct_wgrad = kind == ConvKind::WeightsGrad && direct_wgrad_applies(g);
+  p.tap = !p.direct && !p.direct_wgrad && tap_applies(g, kind) &&
+          std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
   if (p.tap) p.batched = false;
   if (p.direct) p.batched = false;
   if (p.direct) p.nb = 1;
@@ -1372,9 +1401,13 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
           p.o.finish(log2_scale, p.scaled);
           return;
         }
+        // WeightsGrad's inputs are (dy, x)
+        if (p.direct_wgrad && run_weights_grad_direct(p.g, A, B, O)) {
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         if (p.direct) {
-          if (p.direct_wgrad) run_weights_grad_direct(p.g, A, B, O);
-          else if (p.direct_dgrad) run_forward_direct(p.fg, A, B, O, true);
+          if (p.direct_dgrad) run_forward_direct(p.fg, A, B, O, true);
           else run_forward_direct(p.g, A, B, O);
           p.o.finish(log2_scale, p.scaled);
           return;

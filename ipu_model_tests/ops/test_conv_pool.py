@@ -139,6 +139,26 @@ def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, group
     np.testing.assert_allclose(results[0][2], dw, rtol=1e-4, atol=5e-4)
 
 
+def test_conv_weight_grad_with_infinite_input():
+    """An infinity in x reaches only the weight-gradient taps that read it:
+    the direct kernel (padded rows, whose wasted positions would multiply
+    it by zero) declines and the unfold + GEMM form runs; the pattern of
+    inf / NaN / finite values matches PyTorch's float64 result."""
+    x = RNG.standard_normal((2, 16, 6, 20)).astype(np.float32)
+    x[0, 3, 2, 0] = np.inf   # column 0: read by tap kw=0 only (no padding)
+    x[1, 5, 4, 19] = -np.inf  # last column: read by tap kw=2 only
+    w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+                                  x, w)
+    assert np.isfinite(dw[:, :, :, 1]).all() and not np.isfinite(dw).all()
+    np.testing.assert_array_equal(np.isfinite(grads[1]), np.isfinite(dw))
+    np.testing.assert_array_equal(np.isnan(grads[1]), np.isnan(dw))
+    fin = np.isfinite(dw)
+    np.testing.assert_allclose(grads[1][fin], dw[fin], rtol=1e-4, atol=2e-4)
+
+
 def test_conv_second_order():
     x = RNG.standard_normal((2, 4, 6, 5)).astype(np.float32)
     w = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
