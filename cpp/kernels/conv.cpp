@@ -1361,8 +1361,11 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
+  // The direct data gradient declines at run time when the weights hold an
+  // infinity or NaN (its padding zeros of dy would meet them: NaN where dx is
+  // finite); the other forms are planned for that case.
   if (kind == ConvKind::DataGrad && direct_data_grad_applies(g)) {
-    p.direct = p.direct_dgrad = true;
+    p.direct_dgrad = true;
     p.fg = data_grad_as_forward(g);
   }
   // The direct weight gradient declines at run time when x holds an
@@ -1370,7 +1373,7 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   // then used, so its buffers are planned too (and the tap form, which has
   // the same limitation, is not).
   p.direct_wgrad = kind == ConvKind::WeightsGrad && direct_wgrad_applies(g);
-  p.tap = !p.direct && !p.direct_wgrad && tap_applies(g, kind) &&
+  p.tap = !p.direct && !p.direct_wgrad && !p.direct_dgrad && tap_applies(g, kind) &&
           std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
   if (p.tap) p.batched = false;
   if (p.direct) p.batched = false;
@@ -1406,9 +1409,13 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
           p.o.finish(log2_scale, p.scaled);
           return;
         }
+        if (p.direct_dgrad && all_finite(B, p.b.t->nelms)) {
+          run_forward_direct(p.fg, A, B, O, true);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         if (p.direct) {
-          if (p.direct_dgrad) run_forward_direct(p.fg, A, B, O, true);
-          else run_forward_direct(p.g, A, B, O);
+          run_forward_direct(p.g, A, B, O);
           p.o.finish(log2_scale, p.scaled);
           return;
         }

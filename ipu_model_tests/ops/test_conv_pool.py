@@ -159,6 +159,23 @@ def test_conv_weight_grad_with_infinite_input():
     np.testing.assert_allclose(grads[1][fin], dw[fin], rtol=1e-4, atol=2e-4)
 
 
+def test_conv_data_grad_with_infinite_weight():
+    """An infinite weight reaches only the input positions its tap touches:
+    the direct data gradient (dy padded with zeros) declines and another form
+    runs; inf / NaN / finite pattern and values as PyTorch's float64 result."""
+    x = RNG.standard_normal((2, 16, 7, 19)).astype(np.float32)
+    w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    w[2, 4, 0, 0] = np.inf
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+                                  x, w)
+    assert np.isfinite(dx[:, 4, -1, :]).all() and not np.isfinite(dx).all()
+    np.testing.assert_array_equal(np.isfinite(grads[0]), np.isfinite(dx))
+    fin = np.isfinite(dx)
+    np.testing.assert_allclose(grads[0][fin], dx[fin], rtol=1e-4, atol=1e-4)
+
+
 def test_conv_second_order():
     x = RNG.standard_normal((2, 4, 6, 5)).astype(np.float32)
     w = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
