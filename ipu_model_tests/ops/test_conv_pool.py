@@ -109,6 +109,8 @@ def test_conv_value_and_grad(xs, ws, stride, pads, dil, groups):
 @pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
     ((8, 32, 14, 28), (64, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # direct, all three
     ((1, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),    # one image
+    ((3, 8, 9, 37), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # direct weight grad
+    ((6, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
     ((4, 3, 23, 45), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # short, strided
     ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),    # taps, narrow
     ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),        # batched
@@ -139,15 +141,16 @@ def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, group
     np.testing.assert_allclose(results[0][2], dw, rtol=1e-4, atol=5e-4)
 
 
-def test_conv_weight_grad_with_infinite_input():
+@pytest.mark.parametrize("cin", [16, 6])  # the tap products; the direct kernel
+def test_conv_weight_grad_with_infinite_input(cin):
     """An infinity in x reaches only the weight-gradient taps that read it:
-    the direct kernel (padded rows, whose wasted positions would multiply
-    it by zero) declines and the unfold + GEMM form runs; the pattern of
-    inf / NaN / finite values matches PyTorch's float64 result."""
-    x = RNG.standard_normal((2, 16, 6, 20)).astype(np.float32)
+    the padded-row forms (whose wasted positions would multiply it by zero)
+    decline and the unfold + GEMM form runs; the pattern of inf / NaN /
+    finite values matches PyTorch's float64 result."""
+    x = RNG.standard_normal((2, cin, 6, 20)).astype(np.float32)
     x[0, 3, 2, 0] = np.inf   # column 0: read by tap kw=0 only (no padding)
     x[1, 5, 4, 19] = -np.inf  # last column: read by tap kw=2 only
-    w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    w = RNG.standard_normal((8, cin, 3, 3)).astype(np.float32)
     fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
     outs, grads = grads_of(fn, x, w)
     want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
