@@ -22,17 +22,22 @@
 //    - data gradient of a unit-stride convolution: the same forward kernel
 //      on dy, with the weights transposed per group and the taps reversed
 //      (packed that way, no flipped copy), padded by reach - pad;
-//    - weight gradient of a unit-stride convolution: dot products over
-//      positions numbered along padded rows, MB output channels x 3 taps of
-//      a kernel row per register block.
+//    - weight gradient of a unit-stride convolution with fewer than 16
+//      input or 8 output channels per group: dot products over positions
+//      numbered along padded rows, MB output channels x 3 taps of a kernel
+//      row per register block (declines on inf/NaN in x, see
+//      run_weights_grad_direct; the data gradient likewise on inf/NaN
+//      weights).
 //    Threads take (image, group, channel blocks) / (group, input channels,
 //    channel blocks); every output element is computed by one task in a
 //    fixed order, so results are the same bits at any thread count.
 //  * 1x1 convolutions with unit strides and no padding: one GEMM per image
 //    and group on the input in place (the shared GEMM is ahead there).
-//  * tap-decomposed GEMMs for the remaining unit-stride shapes with 16+
-//    channels (narrow outputs): per kernel tap, W_tap @ the shifted padded
-//    image (described at run_tap);
+//  * tap-decomposed GEMMs for the unit-stride weight gradients with 16+
+//    input channels (faster there than the direct kernel) and the remaining
+//    unit-stride forwards / data gradients with 16+ channels (outputs
+//    narrower than 8): per kernel tap, W_tap @ the shifted padded image
+//    (described at run_tap);
 //  * otherwise (strided data and weight gradients, 3-D): a chunk of images
 //    is unfolded (im2col) into a [C/G * prod(k), nb * prod(out)] matrix and
 //    multiplied by the group's weights with blas::sgemm; the data gradient
