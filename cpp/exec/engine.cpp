@@ -101,8 +101,9 @@ int64_t scalar_index(const TensorRef& t) {
   }
 }
 
-// Streaming Memory transfers: large entries (weights, optimizer state) are
-// copied by the thread pool in chunks.
+// Streaming Memory transfers and host streams: large entries (weights,
+// optimizer state, a batch of activations) are copied by the thread pool in
+// chunks.
 void copy_bytes(uint8_t* dst, const uint8_t* src, size_t n) {
   constexpr size_t kChunk = size_t(1) << 18;
   if (n < 2 * kChunk || num_threads() < 2) {
@@ -232,8 +233,8 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          " transfer(s) and all were consumed in this run (num_host_transfers "
                          "limits host_load executions per stream per run)");
         for (State* s : active)
-          std::memcpy(s->refs[(size_t)in.b].data,
-                      b.data + (b.cursor * R + s->replica) * b.item_bytes, b.item_bytes);
+          copy_bytes(s->refs[(size_t)in.b].data,
+                     b.data + (b.cursor * R + s->replica) * b.item_bytes, b.item_bytes);
         b.cursor++;
         ++pc;
         break;
@@ -246,8 +247,8 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          " transfer(s) of the output buffer (num_host_transfers limits "
                          "host_store executions per stream per run)");
         for (State* s : active)
-          std::memcpy(b.data + (b.cursor * R + s->replica) * b.item_bytes,
-                      s->refs[(size_t)in.b].data, b.item_bytes);
+          copy_bytes(b.data + (b.cursor * R + s->replica) * b.item_bytes,
+                     s->refs[(size_t)in.b].data, b.item_bytes);
         b.cursor++;
         ++pc;
         break;

@@ -10,20 +10,44 @@
 // by its output tensor and must satisfy out = floor((in + pad_b + pad_e -
 // dil*(k-1) - 1) / stride) + 1 on every axis.
 //
-// Method: per group, a chunk of images is unfolded (im2col) into a
-// [C/G * prod(k), nb * prod(out)] matrix and multiplied by the group's
-// weights with blas::sgemm; the data gradient multiplies by the transposed
-// weights and folds the columns back (col2im), the weight gradient
-// multiplies the output gradient by the transposed columns. Chunks hold as
-// many images as fit a fixed column budget, so small images make one large
-// product. Unfolding and folding run over the core's thread pool by
-// (image, channel); the products use the GEMM's own threading. A 1x1
-// convolution with unit strides and no padding uses the input in place.
-// Two faster paths take the shapes they fit (each described where defined):
-// the direct kernel for short reductions (C/G x kernel <= 64, forward only,
-// compiled per instruction-set level) and tap-decomposed products for unit
-// strides with 16+ channels (all three ops). IPUXL_CONV_NO_TAP=1 turns the
-// latter off (for comparisons).
+// Method, per shape (conv_factory_kind picks one path per op):
+//  * direct kernels (1 or 2 spatial axes; each compiled per instruction-set
+//    level with its own register blocking, see direct_task / wgrad_block):
+//    - forward, any strides and dilations, output rows 8+ wide: the image
+//      is copied once into a zero-padded buffer, and strips of an output row
+//      (vectors over the width) x a block of output channels (weights packed
+//      once per call as [ic*kh*kw][channel block], one broadcast each)
+//      accumulate in registers over the whole reduction, in chunks of 16
+//      input channels for long ones (partial sums kept in the output);
+//    - data gradient of a unit-stride convolution: the same forward kernel
+//      on dy, with the weights transposed per group and the taps reversed
+//      (packed that way, no flipped copy), padded by reach - pad;
+//    - weight gradient of a unit-stride convolution with fewer than 16
+//      input or 8 output channels per group: dot products over positions
+//      numbered along padded rows, MB output channels x 3 taps of a kernel
+//      row per register block (declines on inf/NaN in x, see
+//      run_weights_grad_direct; the data gradient likewise on inf/NaN
+//      weights).
+//    Threads take (image, group, channel blocks) / (group, input channels,
+//    channel blocks); every output element is computed by one task in a
+//    fixed order, so results are the same bits at any thread count.
+//  * 1x1 convolutions with unit strides and no padding: one GEMM per image
+//    and group on the input in place (the shared GEMM is ahead there).
+//  * tap-decomposed GEMMs for the unit-stride weight gradients with 16+
+//    input channels (faster there than the direct kernel) and the remaining
+//    unit-stride forwards / data gradients with 16+ channels (outputs
+//    narrower than 8): per kernel tap, W_tap @ the shifted padded image
+//    (described at run_tap);
+//  * otherwise (strided data and weight gradients, 3-D): a chunk of images
+//    is unfolded (im2col) into a [C/G * prod(k), nb * prod(out)] matrix and
+//    multiplied by the group's weights with blas::sgemm; the data gradient
+//    multiplies by the transposed weights and folds the columns back
+//    (col2im), the weight gradient multiplies the output gradient by the
+//    transposed columns. Small images thread over images (fixed partial
+//    sums for the weight gradient: kWgradParts).
+// IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
+// reductions (C/G x kernel <= 64, as before they covered the long ones) and
+// IPUXL_CONV_NO_TAP=1 turns the tap products off, for comparisons.
 //
 // Types: float32; float16 computes in float32 and rounds once; with a third
 // input (an int32 scalar log2_scale) the operands are float8_143/152 (both
@@ -31,7 +55,9 @@
 // multiplied by 2^log2_scale and rounded once to float16 (PopXL's
 // conv_pow2scaled).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -122,6 +148,22 @@ Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& y
     g.pointwise = g.pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.out[i] == g.in[i];
   return g;
 }
+
+// Fixed number of partial sums of a batch-split weight gradient: a number
+// of the shapes only, so the result is the same bits at any thread count.
+constexpr int64_t kWgradParts = 4;
+
+// A float buffer whose data starts on a 64-byte line (whole-vector loads of
+// aligned rows then never straddle two lines), zero-filled.
+struct LineBuf {
+  std::vector<float> v;
+  float* p;
+  explicit LineBuf(size_t n) : v(n + 16, 0.0f) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(v.data());
+    p = v.data() + ((64 - a % 64) % 64) / sizeof(float);
+  }
+  float* data() { return p; }
+};
 
 // Column budget (floats) of one chunk of images.
 constexpr int64_t kColBudget = int64_t(1) << 21;
@@ -336,6 +378,9 @@ struct ConvPlan {
   int64_t nb = 1;  // images per chunk
   bool batched = false;  // threads over images (run_*_batched)
   bool direct = false;   // run_forward_direct
+  bool direct_dgrad = false;  // run_forward_direct on data_grad_as_forward(g)
+  bool direct_wgrad = false;  // run_weights_grad_direct
+  Geom fg;                    // that geometry
   bool tap = false;      // run_tap
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
@@ -620,8 +665,12 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
   const int64_t in_sp = kind == ConvKind::DataGrad ? g.P : g.Isp;
   const int64_t out_ch = kind == ConvKind::DataGrad ? g.C : g.M;
   const int64_t out_sp = kind == ConvKind::DataGrad ? g.Isp : g.P;
-  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
-  const bool batched = g.N >= 2 * num_threads();
+  // The weight gradient sums a fixed number of image ranges (the same bits
+  // at any thread count); the others split the images when there are enough.
+  const int64_t T = kind == ConvKind::WeightsGrad
+      ? std::max<int64_t>(1, std::min<int64_t>(kWgradParts, g.N))
+      : std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const bool batched = kind == ConvKind::WeightsGrad ? T > 1 : g.N >= 2 * num_threads();
   const int64_t units = batched ? T : 1;
   const int64_t wsize = g.G * taps * g.Mg * g.Cg;
   std::vector<float> partial(kind == ConvKind::WeightsGrad ? (size_t)(units * wsize) : 0);
@@ -672,22 +721,25 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
   }
 }
 
-// Direct forward convolution for a short reduction (few input channels
-// times kernel taps, e.g. the first layer of an image network): an im2col
+// Direct forward convolution. For a short reduction (few input channels
+// times kernel taps, e.g. the first layer of an image network) an im2col
 // product would have K of a few dozen, where the GEMM spends more time
-// packing and storing than multiplying. A task takes one image and group:
-// it copies the image's channels once into a zero-padded buffer (so no tap
-// needs bounds checks), then for every strip of an output row (NS vectors
-// of the level's width) and block of MB output channels keeps the NS x MB
-// accumulators in vector registers over all C/G x kernel taps: per tap NS
-// loads and MB broadcast weights feed NS * MB multiply-adds. The register
-// blocking is per instruction-set level (32 registers at AVX-512, 16
-// below), and each level's copy is compiled for it (target attributes).
-// 1 or 2 spatial axes, any strides and dilations.
+// packing and storing than multiplying; for a long one (a 3x3 64->64 layer)
+// the shared GEMM reached ~60 GFLOP/s on one AVX-512 core against oneDNN's
+// ~150 on its direct kernel. A task takes one image and group (and a range
+// of channel blocks): it copies the image's channels once into a
+// zero-padded buffer (so no tap needs bounds checks), then for every strip
+// of an output row (NS vectors of the level's width) and block of MB output
+// channels keeps the NS x MB accumulators in vector registers over the
+// C/G x kernel taps: per tap NS loads and MB broadcast weights feed NS * MB
+// multiply-adds. The register blocking is per instruction-set level (32
+// registers at AVX-512, 16 below), and each level's copy is compiled for it
+// (target attributes). 1 or 2 spatial axes, any strides and dilations.
 constexpr int64_t kDirectMaxK = 64, kDirectMaxMB = 8, kDirectPadV = 16;
 
 bool direct_applies(const Geom& g) {
-  return g.in[0] == 1 && g.k[0] == 1 && g.K <= kDirectMaxK && g.out[2] >= 8 && !g.pointwise;
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.out[2] >= 8 && !g.pointwise)) return false;
+  return g.K <= kDirectMaxK || std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
 }
 
 // Everything one image-and-group task needs (see run_forward_direct).
@@ -697,24 +749,45 @@ struct DirectTask {
   const float* w;       // [mblocks][K][MB] weights, zero beyond Mg
   float* y;             // output of this image and group, [Mg][OH][OW]
   int64_t K, Mg, OH, OW, row_step;  // row_step: floats between output rows' bases
+  int64_t taps;         // kernel taps per input channel (K = Cg * taps)
+  // Flat form (unit strides, see direct_task_flat): positions numbered along
+  // padded rows of `pitch` floats, partial sums in ys (MB rows of ys_ld).
+  bool flat;
+  int64_t pitch;
+  float* ys;
+  int64_t ys_ld;
 };
 
-// Accumulates NS vectors x MB channels over the K taps at `base` and stores
-// the nw valid columns of each of the nm valid channels at y (row stride
-// plane = OH*OW between channels). spill: the caller lets a short strip
-// store whole vectors, past the row's end into the start of the next row
-// of the same channel, which it writes afterwards (a per-channel memcpy of
-// the tail cost more than the multiply-adds of a 28-wide MNIST row).
+// Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
+// stores the nw valid columns of each of the nm valid channels at y (row
+// stride plane = OH*OW between channels). With `add`, the accumulators
+// start from y's values (a later chunk of taps; see direct_task), else from
+// zero. spill (only without add): the caller lets a short strip store whole
+// vectors, past the row's end into the start of the next row of the same
+// channel, which it writes afterwards (a per-channel memcpy of the tail cost
+// more than the multiply-adds of a 28-wide MNIST row).
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_strip(const float* base, const int64_t* offs,
-                                                        const float* w, int64_t K, float* y,
-                                                        int64_t plane, int64_t nm, int64_t nw,
-                                                        bool spill) {
+                                                        const float* w, int64_t k0, int64_t k1,
+                                                        float* y, int64_t plane, int64_t nm,
+                                                        int64_t nw, bool spill, bool add) {
   typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
   Vf acc[MB][NS];
-  for (int j = 0; j < MB; ++j)
-    for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
-  for (int64_t k = 0; k < K; ++k) {
+  if (!add) {
+    for (int j = 0; j < MB; ++j)
+      for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
+  } else {
+    for (int j = 0; j < MB; ++j) {
+      const float* src = y + std::min<int64_t>(j, nm - 1) * plane;
+      if (nw == NS * V) {
+        for (int s = 0; s < NS; ++s) acc[j][s] = *reinterpret_cast<const Vf*>(src + s * V);
+      } else {
+        for (int s = 0; s < NS; ++s)
+          for (int i = 0; i < V; ++i) acc[j][s][i] = s * V + i < nw ? src[s * V + i] : 0.0f;
+      }
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
     const float* p = base + offs[k];
     Vf v[NS];
     for (int s = 0; s < NS; ++s) v[s] = *reinterpret_cast<const Vf*>(p + s * V);
@@ -738,37 +811,82 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
 // One task's output rows: strips of up to NSMAX vectors, MB channels at a
 // time (the last strip of a row takes as few vectors as cover it). Rows are
 // written in increasing order, so every row but a channel's last may spill
-// its last strip into the next (see direct_strip).
+// its last strip into the next (see direct_strip). Long reductions run in
+// chunks of taps of kDirectChunkC input channels over all rows, the partial
+// sums kept in y: a chunk's padded rows and weights stay in the L1 cache
+// while it sweeps the rows (all the channels' rows of one output row of a
+// 64-channel 3x3 layer did not fit it).
+constexpr int64_t kDirectChunkC = 16;
+
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
   const int64_t over = (t.OW + V - 1) / V * V - t.OW;  // floats a row's last strip spills
+  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
-    for (int64_t oh = 0; oh < t.OH; ++oh) {
-      float* yrow = t.y + mb * MB * plane + oh * t.OW;
-      const float* brow = t.pad + oh * t.row_step;
-      const bool spill = oh + 1 < t.OH && over <= t.OW;
-      for (int64_t ow = 0; ow < t.OW;) {
-        const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
-        const float* base = brow + ow;
-        if (nv >= NSMAX) {
-          const int64_t nw = std::min<int64_t>(left, NSMAX * V);
-          direct_strip<V, NSMAX, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, nw, spill);
-          ow += NSMAX * V;
-        } else if (NSMAX > 2 && nv == 2) {
-          direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, left,
-                                                  spill);
-          ow = t.OW;
-        } else {
-          direct_strip<V, 1, MB>(base, t.offs, w, t.K, yrow + ow, plane, nm, std::min<int64_t>(left, V),
-                                 spill);
-          ow += V;
+    for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
+      const int64_t k1 = std::min(t.K, k0 + chunk);
+      const bool add = k0 > 0;
+      for (int64_t oh = 0; oh < t.OH; ++oh) {
+        float* yrow = t.y + mb * MB * plane + oh * t.OW;
+        const float* brow = t.pad + oh * t.row_step;
+        const bool spill = !add && oh + 1 < t.OH && over <= t.OW;
+        for (int64_t ow = 0; ow < t.OW;) {
+          const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
+          const float* base = brow + ow;
+          if (nv >= NSMAX) {
+            const int64_t nw = std::min<int64_t>(left, NSMAX * V);
+            direct_strip<V, NSMAX, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
+            ow += NSMAX * V;
+          } else if (NSMAX > 2 && nv == 2) {
+            direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
+                                                    left, spill, add);
+            ow = t.OW;
+          } else {
+            direct_strip<V, 1, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
+                                   std::min<int64_t>(left, V), spill, add);
+            ow += V;
+          }
         }
       }
     }
   }
+}
+
+// The flat form for unit strides: output positions are numbered along the
+// padded rows (oh * pitch + ow, pitch = OW + the kernel's reach), so a strip
+// of NS whole vectors runs across row ends and every strip is full; the
+// (kw-1)*dw columns at each row's end are computed and dropped. A 56-wide
+// row of a 3x3 layer is 58 positions (3.6 vectors of 16) instead of 3 full
+// strips and a half-empty one. The sums go to a scratch block (partial sums
+// of the chunks of taps included), whose rows are then copied out.
+template <int V, int NS, int MB>
+__attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  const int64_t npos = t.OH * t.pitch;
+  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  for (int64_t mb = 0; mb < mblocks; ++mb) {
+    const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
+    const float* w = t.w + mb * t.K * MB;
+    for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
+      const int64_t k1 = std::min(t.K, k0 + chunk);
+      for (int64_t p = 0; p < npos; p += NS * V)
+        direct_strip<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, t.ys + p, t.ys_ld, MB, NS * V, false,
+                                k0 > 0);
+    }
+    for (int64_t j = 0; j < nm; ++j)
+      for (int64_t oh = 0; oh < t.OH; ++oh)
+        std::memcpy(t.y + (mb * MB + j) * plane + oh * t.OW, t.ys + j * t.ys_ld + oh * t.pitch,
+                    sizeof(float) * (size_t)t.OW);
+  }
+}
+
+template <int V, int NSMAX, int MB>
+__attribute__((always_inline)) inline void direct_task_any(const DirectTask& t) {
+  if (t.flat) direct_task_flat<V, NSMAX, MB>(t);
+  else direct_task<V, NSMAX, MB>(t);
 }
 
 // Per-level copies. AVX-512: 16 lanes, up to 3 vectors x 8 channels of
@@ -777,10 +895,22 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
 // Channel blocks of 4 or 8 divide the usual channel counts (a block of 6
 // computed 36 channels for MNIST's 32).
 #if IPUXL_MULTI_ISA
-IPUXL_TARGET_AVX512 void direct_task_avx512(const DirectTask& t) { direct_task<16, 3, 8>(t); }
-IPUXL_TARGET_AVX2 void direct_task_avx2(const DirectTask& t) { direct_task<8, 3, 4>(t); }
+IPUXL_TARGET_AVX512 void direct_task_avx512(const DirectTask& t) { direct_task_any<16, 3, 8>(t); }
+IPUXL_TARGET_AVX2 void direct_task_avx2(const DirectTask& t) { direct_task_any<8, 3, 4>(t); }
 #endif
-void direct_task_base(const DirectTask& t) { direct_task<4, 2, 4>(t); }
+void direct_task_base(const DirectTask& t) { direct_task_any<4, 2, 4>(t); }
+
+// Vector width of the level in use (floats).
+int64_t direct_v() {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return 16;
+    case isa::Level::AVX2: return 8;
+    default: break;
+  }
+#endif
+  return 4;
+}
 
 int direct_mb() {
 #if IPUXL_MULTI_ISA
@@ -800,9 +930,14 @@ void direct_task_run(const DirectTask& t) {
   direct_task_base(t);
 }
 
-void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y) {
+// Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
+// op's weights); with `flipped`, g is data_grad_as_forward of a convolution
+// and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
+// packing reads transposed per group with the taps reversed.
+void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
+                        bool flipped = false) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
-  const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K;
+  const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K, taps = g.Ksp;
   // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
   // split into sw column phases (padded column j*sw + q in phase q, column
   // j), so that for any stride a tap reads contiguous columns of one phase:
@@ -810,8 +945,14 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
   // run to a whole number of the widest vectors past OW (strips read them).
   const int64_t sw = g.stride[2];
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
-  const int64_t PWj = (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV +
-                      ((kw_n - 1) * g.dil[2]) / sw + 1;
+  // The flat form (direct_task_flat) when it wastes fewer lanes per row.
+  const int64_t V = direct_v(), reach_w = (kw_n - 1) * g.dil[2];
+  const bool flat = g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
+  const int64_t PWj = flat ? OW + reach_w
+                           : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
+  // flat strips read up to 3 vectors of the widest level past the last row
+  const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
+  const int64_t ys_ld = flat ? (OH * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -823,49 +964,308 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y)
                             (kw * g.dil[2]) / sw;
   }
   // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
-  // zeros past the group's channels).
+  // zeros past the group's channels), packed once per call.
   const int64_t MB = direct_mb(), mblocks = (g.Mg + MB - 1) / MB;
   std::vector<float> wb((size_t)(g.G * mblocks * K * MB), 0.0f);
-  for (int64_t gi = 0; gi < g.G; ++gi)
-    for (int64_t m = 0; m < g.Mg; ++m)
-      for (int64_t k = 0; k < K; ++k)
-        wb[(size_t)(((gi * mblocks + m / MB) * K + k) * MB + m % MB)] =
-            W[(gi * g.Mg + m) * K + k];
-  const int64_t work_per_unit = g.Mg * g.P * K;
-  parallel_for(g.N * g.G, std::max<int64_t>(1, 65536 / std::max<int64_t>(work_per_unit, 1)),
+  parallel_for(g.G * g.Mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)),
                [&](int64_t u0, int64_t u1) {
-    std::vector<float> pad((size_t)(g.Cg * PH * sw * PWj));
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t gi = u % g.G, n = u / g.G;
-      std::fill(pad.begin(), pad.end(), 0.0f);
-      const float* img = X + (n * g.C + gi * g.Cg) * g.Isp;
-      for (int64_t c = 0; c < g.Cg; ++c)
-        for (int64_t r = 0; r < PH; ++r) {
-          const int64_t ih = r - g.pad[1];
-          if (ih < 0 || ih >= IH) continue;
-          const float* src = img + (c * IH + ih) * IW;
-          float* row = pad.data() + (c * PH + r) * sw * PWj;
-          // padded column j*sw + q holds input column j*sw + q - pad_w
-          if (sw == 1) {
-            const int64_t j0 = std::max<int64_t>(0, g.pad[2]);
-            const int64_t j1 = std::min<int64_t>(PWj, IW + g.pad[2]);
-            if (j1 > j0) std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
-            continue;
-          }
-          for (int64_t q = 0; q < sw; ++q) {
-            float* dst = row + q * PWj;
-            for (int64_t j = 0; j < PWj; ++j) {
-              const int64_t iw = j * sw + q - g.pad[2];
-              if (iw >= 0 && iw < IW) dst[j] = src[iw];
+      const int64_t gi = u / g.Mg, m = u % g.Mg;
+      float* dst = wb.data() + ((gi * mblocks + m / MB) * K) * MB + m % MB;
+      if (!flipped) {
+        const float* src = W + (gi * g.Mg + m) * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * MB] = src[k];
+      } else {
+        // this output channel m is input channel m of the original
+        // convolution; tap k = (c, t) is its output channel c, tap taps-1-t
+        for (int64_t c = 0; c < g.Cg; ++c) {
+          const float* src = W + ((gi * g.Cg + c) * g.Mg + m) * taps;
+          for (int64_t t = 0; t < taps; ++t) dst[(c * taps + t) * MB] = src[taps - 1 - t];
+        }
+      }
+    }
+  });
+  // Tasks: (image, group, range of channel blocks). Splitting the channel
+  // blocks gives both threads work when there are few images; each task
+  // pads its own copy of the image. Every output element is computed by one
+  // task with the same instructions, so the result does not depend on the
+  // split or the thread count.
+  const int64_t images = g.N * g.G, T = num_threads();
+  const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
+  parallel_for(images * split, std::max<int64_t>(1, 65536 / work_per_unit),
+               [&](int64_t u0, int64_t u1) {
+    const size_t pad_n = (size_t)(g.Cg * PH * sw * PWj + slack);
+    LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
+    int64_t padded = -1;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;
+      const int64_t mb0 = mblocks * part / split, mb1 = mblocks * (part + 1) / split;
+      if (mb1 == mb0) continue;
+      if (padded != img) {
+        padded = img;
+        // every float of the buffer is written: zeros around the image
+        const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - g.pad[1];
+            float* row = pad.data() + (c * PH + r) * sw * PWj;
+            if (ih < 0 || ih >= IH) {
+              std::fill(row, row + sw * PWj, 0.0f);
+              continue;
+            }
+            const float* src = src_img + (c * IH + ih) * IW;
+            // padded column j*sw + q holds input column j*sw + q - pad_w
+            if (sw == 1) {
+              const int64_t j0 = std::min<int64_t>(PWj, std::max<int64_t>(0, g.pad[2]));
+              const int64_t j1 = std::max<int64_t>(j0, std::min<int64_t>(PWj, IW + g.pad[2]));
+              std::fill(row, row + j0, 0.0f);
+              if (j1 > j0)
+                std::memcpy(row + j0, src + j0 - g.pad[2], sizeof(float) * (size_t)(j1 - j0));
+              std::fill(row + j1, row + PWj, 0.0f);
+              continue;
+            }
+            for (int64_t q = 0; q < sw; ++q) {
+              float* dst = row + q * PWj;
+              for (int64_t j = 0; j < PWj; ++j) {
+                const int64_t iw = j * sw + q - g.pad[2];
+                dst[j] = iw >= 0 && iw < IW ? src[iw] : 0.0f;
+              }
             }
           }
-        }
-      DirectTask t{pad.data(), offs.data(), wb.data() + gi * mblocks * K * MB,
-                   Y + (n * g.M + gi * g.Mg) * g.P, K, g.Mg, OH, OW,
-                   g.stride[1] * sw * PWj};
+        std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
+      }
+      const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
+      DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
+                   Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld};
       direct_task_run(t);
     }
   });
+}
+
+// The data gradient of a convolution with unit strides is a forward
+// convolution of dy (channels M, spatial out) with the weights transposed
+// per group and the taps reversed, padded by reach - pad at the start of
+// each axis (reach = (k-1)*dil); its output is dx (channels C, spatial in).
+Geom data_grad_as_forward(const Geom& g) {
+  Geom f = g;
+  f.C = g.M;
+  f.M = g.C;
+  f.Cg = g.Mg;
+  f.Mg = g.Cg;
+  for (int a = 0; a < 3; ++a) {
+    f.in[a] = g.out[a];
+    f.out[a] = g.in[a];
+    f.pad[a] = (g.k[a] - 1) * g.dil[a] - g.pad[a];
+  }
+  f.Isp = g.P;
+  f.P = g.Isp;
+  f.K = f.Cg * f.Ksp;
+  f.pointwise = false;
+  return f;
+}
+
+// Whether the data gradient runs as a direct forward convolution: unit
+// strides, 1 or 2 spatial axes, a kernel bigger than 1x1, padding within
+// the kernel's reach at both ends (dx reads only real dy rows or zeros).
+bool direct_data_grad_applies(const Geom& g) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  if (g.P == 0 || g.N == 0 || g.Isp == 0 || g.in[2] < 8) return false;
+  for (int a = 1; a < 3; ++a) {
+    const int64_t reach = (g.k[a] - 1) * g.dil[a];
+    const int64_t pe = (g.out[a] - 1) + reach - g.pad[a] - (g.in[a] - 1);  // end padding used
+    if (g.pad[a] > reach || pe < 0 || pe > reach) return false;
+  }
+  return std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
+}
+
+// Direct weight gradient for unit strides (1 or 2 spatial axes), with the
+// positions numbered over padded rows as in the tap path: x is padded once
+// per call into planes IWp = OW + (kw-1)*dw wide, dy laid out over the same
+// rows (zeros in each row's last (kw-1)*dw columns and past the end), so
+//   dw[m, c, kh, kw] = sum_n sum_p dyp[n, m, p] * xpad[n, c, p + kh*dh*IWp + kw*dw]
+// is a plain dot product over a contiguous range of p. The micro-kernel
+// keeps MB output channels x NT taps of one kernel row as vector
+// accumulators over p (per vector of positions: MB loads of dy, NT shifted
+// loads of x, MB*NT multiply-adds); the accumulators are carried in memory
+// across images and summed across lanes once at the end. A task owns a
+// block of output channels and a few input channels of one group and runs
+// over every image in order, so each element of dw is summed in the same
+// order whatever the thread count.
+struct WgradTask {
+  const float* dy;      // MB rows of dyp (stride ld), zeros past the group's channels
+  const float* x;       // xpad plane of one channel, at the kernel row's offset
+  const int64_t* toff;  // NT tap offsets into x (taps past the row repeat tap 0)
+  float* acc;           // MB x NT vectors of partial sums (V floats each)
+  int64_t ld, nvec;     // dy row stride, vectors of positions
+};
+
+template <int V, int MB, int NT>
+__attribute__((always_inline)) inline void wgrad_block(const WgradTask& t) {
+  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
+  Vf acc[MB][NT];
+  for (int j = 0; j < MB; ++j)
+    for (int q = 0; q < NT; ++q) acc[j][q] = *reinterpret_cast<const Vf*>(t.acc + (j * NT + q) * V);
+  const float* x[NT];
+  for (int q = 0; q < NT; ++q) x[q] = t.x + t.toff[q];
+  for (int64_t i = 0; i < t.nvec; ++i) {
+    Vf xv[NT];
+    for (int q = 0; q < NT; ++q) xv[q] = *reinterpret_cast<const Vf*>(x[q] + i * V);
+    for (int j = 0; j < MB; ++j) {
+      Vf d = *reinterpret_cast<const Vf*>(t.dy + j * t.ld + i * V);
+#if IPUXL_X86 && defined(__GNUC__)
+      // one load of d into a register, used NT times (GCC otherwise folds
+      // NT loads of it into the multiply-adds: more loads than FMAs)
+      __asm__("" : "+v"(d));
+#endif
+      for (int q = 0; q < NT; ++q) acc[j][q] += d * xv[q];
+    }
+  }
+  for (int j = 0; j < MB; ++j)
+    for (int q = 0; q < NT; ++q) *reinterpret_cast<Vf*>(t.acc + (j * NT + q) * V) = acc[j][q];
+}
+
+// Per-level copies: AVX-512 16 lanes x 8 channels x 3 taps (24 of 32
+// registers), AVX2 8 x 4 x 3 (12 of 16), the baseline 4 x 2 x 3.
+constexpr int kWgradNT = 3;
+#if IPUXL_MULTI_ISA
+IPUXL_TARGET_AVX512 void wgrad_block_avx512(const WgradTask& t) { wgrad_block<16, 8, kWgradNT>(t); }
+IPUXL_TARGET_AVX2 void wgrad_block_avx2(const WgradTask& t) { wgrad_block<8, 4, kWgradNT>(t); }
+#endif
+void wgrad_block_base(const WgradTask& t) { wgrad_block<4, 2, kWgradNT>(t); }
+
+struct WgradLevel {
+  int V, MB;
+  void (*fn)(const WgradTask&);
+};
+
+WgradLevel wgrad_level() {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return {16, 8, wgrad_block_avx512};
+    case isa::Level::AVX2: return {8, 4, wgrad_block_avx2};
+    default: break;
+  }
+#endif
+  return {4, 2, wgrad_block_base};
+}
+
+bool direct_wgrad_applies(const Geom& g) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
+    return false;
+  return g.P > 0 && g.N > 0 && g.Isp > 0 && std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
+}
+
+// Whether no value is an infinity or NaN (exponent bits all ones); an
+// integer OR, so it vectorises without reassociating float sums.
+bool all_finite(const float* v, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+// Returns false, with DW unspecified, when x holds an infinity or NaN: the
+// padded rows multiply each row's wasted positions (zeros of dy) by x
+// values the true sum never reads for that tap, and 0 * inf would turn a
+// finite gradient into NaN.
+bool run_weights_grad_direct(const Geom& g, const float* DY, const float* X, float* DW) {
+  const WgradLevel lv = wgrad_level();
+  const int64_t V = lv.V, MB = lv.MB, NT = kWgradNT;
+  const int64_t KH = g.k[1], KW = g.k[2], dh = g.dil[1], dw = g.dil[2];
+  const int64_t OH = g.out[1], OW = g.out[2], taps = g.Ksp;
+  TapGeom t = make_tap_geom(g.Cg, g.in[1], g.in[2], g.pad[1], g.pad[2], KH, KW, dh, dw, g.Mg, OH, OW);
+  const int64_t npos = OH * t.IWp, npv = (npos + 15) / 16 * 16, nvec = (npos + V - 1) / V;
+  // x planes hold every position a vector reads (zeros past the image)
+  t.plane = (npv + (KH - 1) * dh * t.IWp + (KW - 1) * dw + 15) / 16 * 16;
+  const int64_t mblocks = (g.Mg + MB - 1) / MB;
+  // taps of a kernel row in blocks of NT (a short last block repeats tap 0
+  // of the row; those sums are dropped)
+  const int64_t kwb = (KW + NT - 1) / NT;
+  std::vector<int64_t> toff((size_t)(kwb * NT));
+  for (int64_t b = 0; b < kwb; ++b)
+    for (int64_t q = 0; q < NT; ++q)
+      toff[(size_t)(b * NT + q)] = b * NT + q < KW ? (b * NT + q) * dw : 0;
+  // Positions in chunks whose MB rows of dy (36 KiB) stay in L1 while the
+  // task's channels and kernel rows reuse them.
+  // (Equal chunks: a short last one would pay the accumulators' loads and
+  // stores for a few vectors.)
+  const int64_t max_v = std::max<int64_t>(1, 9216 / (MB * V));
+  const int64_t chunk_v = (nvec + (nvec + max_v - 1) / max_v - 1) / std::max<int64_t>(1, (nvec + max_v - 1) / max_v);
+  // Tasks: (group, range of input channels, range of channel blocks), about
+  // two per thread. A task pads its channels of each image into its own
+  // planes and copies its blocks of dy into padded rows, one block at a time.
+  // Every element of dw is one task's sum over the images and positions in
+  // order, so the split (which depends on the thread count) does not change
+  // a bit of the result.
+  const int64_t want = 2 * num_threads();
+  const int64_t cparts = std::min<int64_t>(g.Cg, want >= 2 * g.G ? 2 : 1);
+  const int64_t mparts = std::min<int64_t>(mblocks, std::max<int64_t>(1, (want + g.G * cparts - 1) / (g.G * cparts)));
+  const int64_t per_c = KH * kwb * MB * NT * V;  // accumulator floats per channel and block
+  std::atomic<bool> nonfinite{false};
+  parallel_for(g.G * cparts * mparts, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gi = u / (cparts * mparts), cp = (u / mparts) % cparts, mp = u % mparts;
+      const int64_t c0 = g.Cg * cp / cparts, c1 = g.Cg * (cp + 1) / cparts, cr = c1 - c0;
+      const int64_t mb0 = mblocks * mp / mparts, mb1 = mblocks * (mp + 1) / mparts;
+      if (cr == 0 || mb1 == mb0) continue;
+      TapGeom tc = t;
+      tc.Cin = cr;
+      LineBuf xb((size_t)(cr * t.plane));
+      LineBuf dyb((size_t)(MB * npv));  // waste columns and slack stay zero
+      std::vector<float> acc((size_t)((mb1 - mb0) * cr * per_c), 0.0f);
+      for (int64_t n = 0; n < g.N; ++n) {
+        if (nonfinite.load(std::memory_order_relaxed)) break;
+        tap_pad(tc, X + (n * g.C + gi * g.Cg + c0) * g.Isp, xb.data());
+        if (!all_finite(xb.data(), cr * t.plane)) {
+          nonfinite.store(true, std::memory_order_relaxed);
+          break;
+        }
+        for (int64_t mb = mb0; mb < mb1; ++mb) {
+          const int64_t nm = std::min<int64_t>(MB, g.Mg - mb * MB);
+          for (int64_t j = 0; j < nm; ++j)
+            for (int64_t r = 0; r < OH; ++r)
+              std::memcpy(dyb.data() + j * npv + r * t.IWp,
+                          DY + ((n * g.M + gi * g.Mg + mb * MB + j) * OH + r) * OW,
+                          sizeof(float) * (size_t)OW);
+          float* accm = acc.data() + (mb - mb0) * cr * per_c;
+          for (int64_t v0 = 0; v0 < nvec; v0 += chunk_v) {
+            const int64_t nv = std::min(chunk_v, nvec - v0);
+            for (int64_t c = 0; c < cr; ++c)
+              for (int64_t kh = 0; kh < KH; ++kh)
+                for (int64_t b = 0; b < kwb; ++b) {
+                  WgradTask wt{dyb.data() + v0 * V, xb.data() + c * t.plane + kh * dh * t.IWp + v0 * V,
+                               toff.data() + b * NT, accm + c * per_c + (kh * kwb + b) * MB * NT * V,
+                               npv, nv};
+                  lv.fn(wt);
+                }
+          }
+        }
+      }
+      // lanes summed in a fixed order
+      for (int64_t mb = mb0; mb < mb1; ++mb)
+        for (int64_t c = 0; c < cr; ++c)
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t b = 0; b < kwb; ++b)
+              for (int64_t j = 0; j < MB; ++j) {
+                const int64_t m = mb * MB + j;
+                if (m >= g.Mg) break;
+                for (int64_t q = 0; q < NT && b * NT + q < KW; ++q) {
+                  const float* a = acc.data() + ((mb - mb0) * cr + c) * per_c +
+                                   (((kh * kwb + b) * MB + j) * NT + q) * V;
+                  float sum = 0.0f;
+                  for (int64_t l = 0; l < V; ++l) sum += a[l];
+                  DW[(gi * g.Mg + m) * g.K + (c0 + c) * taps + kh * KW + b * NT + q] = sum;
+                }
+              }
+    }
+  });
+  return !nonfinite.load();
 }
 
 // Batch-parallel forms, for images small enough that one image's product
@@ -905,7 +1305,7 @@ void run_data_grad_batched(const Geom& g, const float* DY, const float* W, float
 }
 
 void run_weights_grad_batched(const Geom& g, const float* DY, const float* X, float* DW) {
-  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  const int64_t P = g.P, K = g.K, T = std::max<int64_t>(1, std::min<int64_t>(kWgradParts, g.N));
   const int64_t wsize = g.M * K;
   std::vector<float> partial((size_t)((T - 1) * wsize));
   parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
@@ -972,14 +1372,38 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   // product is small (below ~16 MFLOP): single-threaded products on
   // private columns beat splitting each small product.
   const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
-  p.batched = g.N >= 2 * num_threads() && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
+  // (The weight gradient's choice depends on the shapes only: its two
+  // forms sum in different orders, and the result must not depend on the
+  // thread count.)
+  const int64_t min_images = kind == ConvKind::WeightsGrad ? kWgradParts : 2 * num_threads();
+  p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
-  p.tap = !p.direct && tap_applies(g, kind) && std::getenv("IPUXL_CONV_NO_TAP") == nullptr;
-  if (p.tap) p.batched = false;
+  // The direct data gradient declines at run time when the weights hold an
+  // infinity or NaN (its padding zeros of dy would meet them: NaN where dx is
+  // finite); the other forms are planned for that case.
+  if (kind == ConvKind::DataGrad && direct_data_grad_applies(g)) {
+    p.direct_dgrad = true;
+    p.fg = data_grad_as_forward(g);
+  }
+  // The direct weight gradient declines at run time when x holds an
+  // infinity or NaN (see run_weights_grad_direct): the unfold + GEMM form is
+  // then used, so its buffers are planned too (and the tap form, which has
+  // the same limitation, is not).
+  // Weight gradient at unit strides: the tap products where they apply (16+
+  // input channels: on one AVX-512 core 116-137 GFLOP/s against the direct
+  // kernel's 100-117 for the 3x3 32->64 and 64->64 layers), the direct
+  // kernel for the narrower ones. Both read padded rows, so both decline
+  // when x holds an infinity or NaN (see run_weights_grad_direct) and the
+  // unfold + GEMM form runs: its buffers are planned too.
+  const bool no_tap = std::getenv("IPUXL_CONV_NO_TAP") != nullptr;
+  p.tap = !p.direct && !p.direct_dgrad && tap_applies(g, kind) && !no_tap;
+  p.direct_wgrad = kind == ConvKind::WeightsGrad && !p.tap && direct_wgrad_applies(g);
+  if (p.tap && kind != ConvKind::WeightsGrad) p.batched = false;
   if (p.direct) p.batched = false;
   if (p.direct) p.nb = 1;
-  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct && !p.tap)
+  if (!(g.pointwise && p.nb == 1) && !p.batched && !p.direct &&
+      !(p.tap && kind != ConvKind::WeightsGrad))
     p.col = std::make_shared<std::vector<float>>(
         (size_t)(p.nb == 1 ? g.K * rows_per_block(g) * g.out[2] : g.K * g.P * p.nb));
   if (p.nb > 1) p.tmp = std::make_shared<std::vector<float>>((size_t)(g.Mg * g.P * p.nb));
@@ -998,10 +1422,21 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
-        if (p.tap) {
+        // WeightsGrad's inputs are (dy, x)
+        if (p.direct_wgrad && run_weights_grad_direct(p.g, A, B, O)) {
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
+        // (the tap weight gradient: only with a finite x, as above)
+        if (p.tap && (p.kind != ConvKind::WeightsGrad || all_finite(B, p.b.t->nelms))) {
           // WeightsGrad's inputs are (dy, x): the padded operand is x.
           if (p.kind == ConvKind::WeightsGrad) run_tap(p.g, p.kind, B, A, O);
           else run_tap(p.g, p.kind, A, B, O);
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
+        if (p.direct_dgrad && all_finite(B, p.b.t->nelms)) {
+          run_forward_direct(p.fg, A, B, O, true);
           p.o.finish(log2_scale, p.scaled);
           return;
         }

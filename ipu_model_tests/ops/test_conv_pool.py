@@ -69,6 +69,23 @@ CONV_CASES = [
     ((2, 32, 8, 8), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
     ((4, 16, 30), (16, 16, 5), (1,), (2, 2), (1,), 1),
     ((1, 16, 7, 6), (24, 16, 3, 3), (1, 1), (0, 2, 1, 0), (1, 1), 1),
+    # long reductions on the direct kernels (forward at any stride; data
+    # gradient as a forward convolution of dy with flipped weights and weight
+    # gradient over padded rows, both at unit strides): widths ending
+    # mid-vector, channel counts not a multiple of the block, one image (the
+    # channel blocks split over threads), dilation, groups, no padding, a
+    # 5-wide kernel row (tap blocks of 3 + 2), 1-D
+    ((2, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 20, 8, 40), (40, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 16, 11, 19), (24, 16, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 32, 12, 20), (16, 32, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),
+    ((2, 32, 10, 17), (32, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4),
+    ((2, 16, 10, 21), (8, 16, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 12, 9, 23), (9, 12, 3, 5), (1, 1), (1, 2, 0, 1), (1, 1), 1),
+    ((2, 16, 45), (12, 16, 5), (1,), (2, 1), (2,), 1),
+    # widths below a vector: the weight gradient's direct kernel
+    ((3, 20, 6, 5), (18, 10, 3, 3), (1, 1), (2, 0, 1, 1), (1, 1), 2),
+    ((2, 3, 7, 3), (5, 3, 2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 1),
 ]
 
 
@@ -87,6 +104,79 @@ def test_conv_value_and_grad(xs, ws, stride, pads, dil, groups):
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads[0], dx, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
+    ((8, 32, 14, 28), (64, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # direct, all three
+    ((1, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),    # one image
+    ((3, 8, 9, 37), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # direct weight grad
+    ((6, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
+    ((4, 3, 23, 45), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # short, strided
+    ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),    # taps, narrow
+    ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),        # batched
+])
+def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, groups):
+    """Value and both gradients are the same bits at 1, 2 and 3 threads:
+    the chunking of every path depends on the shapes only."""
+    from ipuxl import _core as core
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
+    n0 = core.num_threads()
+    results = []
+    try:
+        for t in (1, 2, 3):
+            core.set_num_threads(t)
+            outs, grads = grads_of(fn, x, w)
+            results.append([outs[0], grads[0], grads[1]])
+    finally:
+        core.set_num_threads(n0)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, stride, pads, dil, groups), x, w)
+    np.testing.assert_allclose(results[0][0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(results[0][1], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(results[0][2], dw, rtol=1e-4, atol=5e-4)
+
+
+@pytest.mark.parametrize("cin", [16, 6])  # the tap products; the direct kernel
+def test_conv_weight_grad_with_infinite_input(cin):
+    """An infinity in x reaches only the weight-gradient taps that read it:
+    the padded-row forms (whose wasted positions would multiply it by zero)
+    decline and the unfold + GEMM form runs; the pattern of inf / NaN /
+    finite values matches PyTorch's float64 result."""
+    x = RNG.standard_normal((2, cin, 6, 20)).astype(np.float32)
+    x[0, 3, 2, 0] = np.inf   # column 0: read by tap kw=0 only (no padding)
+    x[1, 5, 4, 19] = -np.inf  # last column: read by tap kw=2 only
+    w = RNG.standard_normal((8, cin, 3, 3)).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+                                  x, w)
+    assert np.isfinite(dw[:, :, :, 1]).all() and not np.isfinite(dw).all()
+    np.testing.assert_array_equal(np.isfinite(grads[1]), np.isfinite(dw))
+    np.testing.assert_array_equal(np.isnan(grads[1]), np.isnan(dw))
+    fin = np.isfinite(dw)
+    np.testing.assert_allclose(grads[1][fin], dw[fin], rtol=1e-4, atol=2e-4)
+
+
+def test_conv_data_grad_with_infinite_weight():
+    """An infinite weight reaches only the input positions its tap touches:
+    the direct data gradient (dy padded with zeros) declines and another form
+    runs; inf / NaN / finite pattern and values as PyTorch's float64 result."""
+    x = RNG.standard_normal((2, 16, 7, 19)).astype(np.float32)
+    w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    w[2, 4, 0, 0] = np.inf
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+                                  x, w)
+    assert np.isfinite(dx[:, 4, -1, :]).all() and not np.isfinite(dx).all()
+    np.testing.assert_array_equal(np.isfinite(grads[0]), np.isfinite(dx))
+    fin = np.isfinite(dx)
+    np.testing.assert_allclose(grads[0][fin], dx[fin], rtol=1e-4, atol=1e-4)
 
 
 def test_conv_second_order():
@@ -113,6 +203,7 @@ def test_conv_second_order():
     ((2, 3, 15, 37), (13, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),      # direct, strided
     ((2, 32, 9, 13), (24, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 2), 2),     # taps
     ((2, 16, 10, 11), (8, 16, 3, 3), (2, 1), (1, 0, 1, 2), (1, 1), 1),    # unfold + GEMM
+    ((2, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),     # direct, all three
 ])
 def test_conv_float16_value_and_grad(xs, ws, stride, pads, dil, groups):
     """float16 operands compute in float32 and round once: values and both
