@@ -735,7 +735,7 @@ void run_tap(const Geom& g, ConvKind kind, const float* A, const float* B, float
 // multiply-adds. The register blocking is per instruction-set level (32
 // registers at AVX-512, 16 below), and each level's copy is compiled for it
 // (target attributes). 1 or 2 spatial axes, any strides and dilations.
-constexpr int64_t kDirectMaxK = 64, kDirectMaxMB = 8, kDirectPadV = 16;
+constexpr int64_t kDirectMaxK = 64, kDirectPadV = 16;
 
 bool direct_applies(const Geom& g) {
   if (!(g.in[0] == 1 && g.k[0] == 1 && g.out[2] >= 8 && !g.pointwise)) return false;
