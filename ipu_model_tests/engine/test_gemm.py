@@ -161,3 +161,49 @@ def test_chunked_split_is_exact_and_runs_each_chunk_once():
             assert err < 1e-5, (ta, tb, M, N, K, err)
     finally:
         core.set_num_threads(n0)
+
+
+def test_small_batch_paths_are_exact():
+    """The paths for batch-sized products give the same bits as the general
+    one (cpp/core/gemm_isa.inc, run_block): op(B) streamed in place for a few
+    row tiles (M up to 16) against B pre-packed, and the row-tiles-outer walk
+    over all panels for a small K (X^T @ G at a small batch) against the same
+    product computed one panel-width column slice at a time. Each element is
+    the same chain of multiply-adds over k either way; both also match
+    float64."""
+    rng = np.random.default_rng(17)
+    n0 = core.num_threads()
+    try:
+        for t in (1, 2):
+            core.set_num_threads(t)
+            # streamed B (M <= 16, B not transposed) against pre-packed B
+            for ta in (False, True):
+                for M in (1, 5, 7, 8, 12, 15, 16):
+                    for N, K in ((512, 784), (100, 37), (64, 512)):
+                        A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+                        B = rng.standard_normal((K, N)).astype(np.float32)
+                        C0 = rng.standard_normal((M, N)).astype(np.float32)
+                        outs = []
+                        for impl in (CORE, PACKED):
+                            C = C0.copy()
+                            core._test_sgemm(ta, False, 0.7, A, B, 0.5, C, impl)
+                            outs.append(C)
+                        np.testing.assert_array_equal(outs[0], outs[1])
+                        _check(rng, ta, False, M, N, K, 0.7, 0.5, CORE)
+            # small K: whole product against 16-column slices
+            for ta in (False, True):
+                for M, N, K in ((784, 512, 8), (512, 512, 1), (100, 200, 16), (37, 130, 3)):
+                    A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+                    B = rng.standard_normal((K, N)).astype(np.float32)
+                    C0 = rng.standard_normal((M, N)).astype(np.float32)
+                    whole = C0.copy()
+                    core._test_sgemm(ta, False, -0.05, A, B, 1.0, whole, CORE)
+                    sliced = C0.copy()
+                    for j in range(0, N, 16):
+                        core._test_sgemm(ta, False, -0.05, A, B[:, j:j + 16], 1.0,
+                                         sliced[:, j:j + 16], CORE)
+                    np.testing.assert_array_equal(whole, sliced)
+                    _check(rng, ta, False, M, N, K, -0.05, 1.0, CORE)
+                    _check(rng, ta, False, M, N, K, 1.0, 0.0, PACKED)
+    finally:
+        core.set_num_threads(n0)
