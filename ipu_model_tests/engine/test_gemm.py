@@ -166,7 +166,9 @@ def test_chunked_split_is_exact_and_runs_each_chunk_once():
 def test_small_batch_paths_are_exact():
     """The paths for batch-sized products give the same bits as the general
     one (cpp/core/gemm_isa.inc, run_block): op(B) streamed in place for a few
-    row tiles (M up to 16) against B pre-packed, and the row-tiles-outer walk
+    row tiles (M up to 16, 84 at AVX-512) against B pre-packed, A^T read in
+    place for a single panel (N = 10), A^T packed once and shared by the
+    column chunks at 2 threads, and the row-tiles-outer walk
     over all panels for a small K (X^T @ G at a small batch) against the same
     product computed one panel-width column slice at a time. Each element is
     the same chain of multiply-adds over k either way; both also match
@@ -178,7 +180,7 @@ def test_small_batch_paths_are_exact():
             core.set_num_threads(t)
             # streamed B (M <= 16, B not transposed) against pre-packed B
             for ta in (False, True):
-                for M in (1, 5, 7, 8, 12, 15, 16):
+                for M in (1, 5, 7, 8, 12, 15, 16, 40, 84):
                     for N, K in ((512, 784), (100, 37), (64, 512)):
                         A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
                         B = rng.standard_normal((K, N)).astype(np.float32)
@@ -192,7 +194,8 @@ def test_small_batch_paths_are_exact():
                         _check(rng, ta, False, M, N, K, 0.7, 0.5, CORE)
             # small K: whole product against 16-column slices
             for ta in (False, True):
-                for M, N, K in ((784, 512, 8), (512, 512, 1), (100, 200, 16), (37, 130, 3)):
+                for M, N, K in ((784, 512, 8), (512, 512, 1), (100, 200, 16), (37, 130, 3),
+                                (512, 10, 128), (300, 700, 96)):
                     A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
                     B = rng.standard_normal((K, N)).astype(np.float32)
                     C0 = rng.standard_normal((M, N)).astype(np.float32)
