@@ -210,3 +210,29 @@ def test_small_batch_paths_are_exact():
                     _check(rng, ta, False, M, N, K, 1.0, 0.0, PACKED)
     finally:
         core.set_num_threads(n0)
+
+
+def test_plan_rules_at_the_level_in_use():
+    """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
+    level and the shape. At AVX2 the weight gradients X^T @ G with a
+    batch-sized K run on OpenBLAS's Haswell kernels (2-3x the core's there),
+    and so do the large products; the forward products at a small batch stay
+    with the core (its in-place streaming of B); AVX-512 and the baseline
+    keep the core. Both choices match float64 (test_mlp_shapes_all_paths)."""
+    import os
+    if not core.has_blas():
+        pytest.skip("no BLAS loaded at this level")
+    if os.environ.get("IPUXL_GEMM", "auto") not in ("", "auto"):
+        pytest.skip("IPUXL_GEMM forces the choice")
+    plan = core.sgemm_plan
+    level = core.isa()
+    if level == "avx2":
+        assert plan(True, False, 784, 512, 8) == "blas"
+        assert plan(True, False, 512, 10, 16) == "blas"
+        assert plan(False, False, 8, 512, 784) == "core"
+        assert plan(False, True, 8, 784, 512) == "core"
+        assert plan(False, False, 128, 512, 512) == "blas"
+        assert plan(True, False, 784, 512, 8, packed=True) == "core"
+    else:
+        assert plan(True, False, 784, 512, 8) == "core"
+        assert plan(False, False, 128, 512, 512) == "core"
