@@ -51,7 +51,11 @@ void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
     return;
   }
   const int64_t q = 16;  // column blocks stay multiples of a cache line of floats
-  if (N >= 2 * q * threads || N >= M) {
+  // X^T @ G with a batch-sized K (the AVX2 rule): row blocks, so that each
+  // thread's stretch of every row of C is whole and contiguous (column
+  // blocks made each call walk 784 half-rows at a stride of N).
+  const bool rows = ta && K < 64 && M >= 2 * q * threads;
+  if (!rows && (N >= 2 * q * threads || N >= M)) {
     int64_t nb = (N + q - 1) / q;
     parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
       block(0, M, b0 * q, std::min(N, b1 * q));
