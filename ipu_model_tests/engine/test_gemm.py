@@ -161,3 +161,78 @@ def test_chunked_split_is_exact_and_runs_each_chunk_once():
             assert err < 1e-5, (ta, tb, M, N, K, err)
     finally:
         core.set_num_threads(n0)
+
+
+def test_small_batch_paths_are_exact():
+    """The paths for batch-sized products give the same bits as the general
+    one (cpp/core/gemm_isa.inc, run_block): op(B) streamed in place for a few
+    row tiles (M up to 16, 84 at AVX-512) against B pre-packed, A^T read in
+    place for a single panel (N = 10), A^T packed once and shared by the
+    column chunks at 2 threads, and the row-tiles-outer walk
+    over all panels for a small K (X^T @ G at a small batch) against the same
+    product computed one panel-width column slice at a time. Each element is
+    the same chain of multiply-adds over k either way; both also match
+    float64."""
+    rng = np.random.default_rng(17)
+    n0 = core.num_threads()
+    try:
+        for t in (1, 2):
+            core.set_num_threads(t)
+            # streamed B (M <= 16, B not transposed) against pre-packed B
+            for ta in (False, True):
+                for M in (1, 5, 7, 8, 12, 15, 16, 40, 84):
+                    for N, K in ((512, 784), (100, 37), (64, 512)):
+                        A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+                        B = rng.standard_normal((K, N)).astype(np.float32)
+                        C0 = rng.standard_normal((M, N)).astype(np.float32)
+                        outs = []
+                        for impl in (CORE, PACKED):
+                            C = C0.copy()
+                            core._test_sgemm(ta, False, 0.7, A, B, 0.5, C, impl)
+                            outs.append(C)
+                        np.testing.assert_array_equal(outs[0], outs[1])
+                        _check(rng, ta, False, M, N, K, 0.7, 0.5, CORE)
+            # small K: whole product against 16-column slices
+            for ta in (False, True):
+                for M, N, K in ((784, 512, 8), (512, 512, 1), (100, 200, 16), (37, 130, 3),
+                                (512, 10, 128), (300, 700, 96)):
+                    A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+                    B = rng.standard_normal((K, N)).astype(np.float32)
+                    C0 = rng.standard_normal((M, N)).astype(np.float32)
+                    whole = C0.copy()
+                    core._test_sgemm(ta, False, -0.05, A, B, 1.0, whole, CORE)
+                    sliced = C0.copy()
+                    for j in range(0, N, 16):
+                        core._test_sgemm(ta, False, -0.05, A, B[:, j:j + 16], 1.0,
+                                         sliced[:, j:j + 16], CORE)
+                    np.testing.assert_array_equal(whole, sliced)
+                    _check(rng, ta, False, M, N, K, -0.05, 1.0, CORE)
+                    _check(rng, ta, False, M, N, K, 1.0, 0.0, PACKED)
+    finally:
+        core.set_num_threads(n0)
+
+
+def test_plan_rules_at_the_level_in_use():
+    """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
+    level and the shape. At AVX2 the weight gradients X^T @ G with a
+    batch-sized K run on OpenBLAS's Haswell kernels (2-3x the core's there),
+    and so do the large products; the forward products at a small batch stay
+    with the core (its in-place streaming of B); AVX-512 and the baseline
+    keep the core. Both choices match float64 (test_mlp_shapes_all_paths)."""
+    import os
+    if not core.has_blas():
+        pytest.skip("no BLAS loaded at this level")
+    if os.environ.get("IPUXL_GEMM", "auto") not in ("", "auto"):
+        pytest.skip("IPUXL_GEMM forces the choice")
+    plan = core.sgemm_plan
+    level = core.isa()
+    if level == "avx2":
+        assert plan(True, False, 784, 512, 8) == "blas"
+        assert plan(True, False, 512, 10, 16) == "blas"
+        assert plan(False, False, 8, 512, 784) == "core"
+        assert plan(False, True, 8, 784, 512) == "core"
+        assert plan(False, False, 128, 512, 512) == "blas"
+        assert plan(True, False, 784, 512, 8, packed=True) == "core"
+    else:
+        assert plan(True, False, 784, 512, 8) == "core"
+        assert plan(False, False, 128, 512, 512) == "core"

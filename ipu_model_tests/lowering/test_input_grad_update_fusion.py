@@ -49,7 +49,8 @@ def _same_graph_program(b, m, n, read_dx_between=False):
     return ir, streams, w, (x, g, w0)
 
 
-@pytest.mark.parametrize("b,m,n", [(8, 96, 80), (5, 33, 72), (1, 64, 64), (16, 40, 130)])
+@pytest.mark.parametrize("b,m,n", [(8, 96, 80), (5, 33, 72), (1, 64, 64), (16, 40, 130),
+                                   (3, 20, 101), (8, 24, 512)])
 def test_fused_pass_over_w_matches_numpy(b, m, n, fuse):
     fuse("always")
     ir, (s_dx,), w, (x, g, w0) = _same_graph_program(b, m, n)
