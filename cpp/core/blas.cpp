@@ -33,8 +33,9 @@ bool fits_int32(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64
 }
 
 // The installed BLAS runs single-threaded (set at import); large products
-// are split into column blocks (row blocks when N is narrow) over the core's
-// pool, so one set of threads serves every kernel.
+// are split into column blocks (row blocks when N is narrow, or for X^T @ G
+// with a small K) over the core's pool, so one set of threads serves every
+// kernel.
 void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -44,25 +45,28 @@ void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
     g_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, (int)(i1 - i0),
             (int)(j1 - j0), (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
   };
+  // Small products run as one call. Larger ones are split into blocks over
+  // the pool, and the split is a function of the shape alone, never of the
+  // thread count: OpenBLAS rounds an element differently depending on where
+  // it falls in a call (edge kernels), so a split that followed the threads
+  // would change results between 1, 2 and 3 threads. Threads only decide
+  // who runs which block.
   const double flops = 2.0 * (double)M * (double)N * (double)K;
-  const int threads = num_threads();
-  if (threads <= 1 || flops < 4.0e6) {
+  if (flops < 4.0e6) {
     block(0, M, 0, N);
     return;
   }
-  const int64_t q = 16;  // column blocks stay multiples of a cache line of floats
+  const int64_t q = 16;      // blocks stay multiples of a cache line of floats
+  const int64_t kParts = 8;  // enough blocks to balance a loaded pool
   // X^T @ G with a batch-sized K (the AVX2 rule): row blocks, so that each
-  // thread's stretch of every row of C is whole and contiguous (column
+  // block's stretch of every row of C is whole and contiguous (column
   // blocks made each call walk 784 half-rows at a stride of N).
-  const bool rows = ta && K < 64 && M >= 2 * q * threads;
-  if (!rows && (N >= 2 * q * threads || N >= M)) {
-    int64_t nb = (N + q - 1) / q;
-    parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-      block(0, M, b0 * q, std::min(N, b1 * q));
-    });
-  } else {
-    parallel_for(M, 1, [&](int64_t i0, int64_t i1) { block(i0, i1, 0, N); });
-  }
+  const bool rows = (ta && K < 64 && M >= 4 * q) || !(N >= 4 * q || N >= M);
+  const int64_t units = rows ? (M + q - 1) / q : (N + q - 1) / q;
+  parallel_for_chunks(units, std::min(units, kParts), [&](int64_t u0, int64_t u1) {
+    if (rows) block(u0 * q, std::min(M, u1 * q), 0, N);
+    else block(0, M, u0 * q, std::min(N, u1 * q));
+  });
 }
 }  // namespace
 

@@ -1372,10 +1372,12 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   // product is small (below ~16 MFLOP): single-threaded products on
   // private columns beat splitting each small product.
   const double image_flops = 2.0 * (double)g.M * (double)g.P * (double)g.K;
-  // (The weight gradient's choice depends on the shapes only: its two
-  // forms sum in different orders, and the result must not depend on the
-  // thread count.)
-  const int64_t min_images = kind == ConvKind::WeightsGrad ? kWgradParts : 2 * num_threads();
+  // The choice depends on the shapes only, never on the thread count: the
+  // weight gradient's two forms sum in different orders, and the forward and
+  // data gradient's forms make products of different widths (one image, or
+  // several), which OpenBLAS (the AVX2 rules of cpp/core/blas.cpp) rounds
+  // differently at its block edges.
+  const int64_t min_images = kWgradParts;
   p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);

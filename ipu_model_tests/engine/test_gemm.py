@@ -117,6 +117,33 @@ def test_threads_one_and_two():
         core.set_num_threads(n0)
 
 
+@pytest.mark.skipif(not core.has_blas(), reason="no BLAS library was found at import")
+def test_blas_route_same_bits_at_any_thread_count():
+    """Products sent to OpenBLAS are split over the pool by the shape alone:
+    OpenBLAS rounds an element by where it falls in a call, so a split that
+    followed the thread count changed results between 1, 2 and 3 threads."""
+    rng = np.random.default_rng(9)
+    n0 = core.num_threads()
+    shapes = [(True, False, 784, 512, 8), (True, False, 100, 600, 24), (False, False, 200, 300, 96),
+              (False, True, 40, 900, 128)]
+    try:
+        for ta, tb, M, N, K in shapes:
+            A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+            B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+            got = []
+            for t in (1, 2, 3):
+                core.set_num_threads(t)
+                C = np.zeros((M, N), np.float32)
+                core._test_sgemm(ta, tb, 1.0, A, B, 0.0, C, BLAS)
+                got.append(C)
+            for other in got[1:]:
+                np.testing.assert_array_equal(got[0], other, err_msg=str((ta, tb, M, N, K)))
+            ref = (A.T if ta else A).astype(np.float64) @ (B.T if tb else B).astype(np.float64)
+            np.testing.assert_allclose(got[0], ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    finally:
+        core.set_num_threads(n0)
+
+
 def test_bad_arguments():
     A = np.zeros((3, 4), np.float32)
     B = np.zeros((5, 6), np.float32)
