@@ -117,7 +117,8 @@ def test_threads_one_and_two():
         core.set_num_threads(n0)
 
 
-@pytest.mark.skipif(not core.has_blas(), reason="no BLAS library was found at import")
+@pytest.mark.skipif(not core.has_blas(), reason="OpenBLAS is loaded only where the GEMM rules can "
+                    "pick it (AVX2, or IPUXL_GEMM=blas); test_isa.py runs this file at avx2")
 def test_blas_route_same_bits_at_any_thread_count():
     """Products sent to OpenBLAS are split over the pool by the shape alone:
     OpenBLAS rounds an element by where it falls in a call, so a split that

@@ -378,7 +378,9 @@ def test_without_the_c_module_the_mpi4py_path_is_used(tmp_path):
     missing. Simulated with a core directory holding only the core."""
     core_dir = os.environ.get("IPUXL_CORE_DIR")
     if not core_dir:
-        pytest.skip("needs a developer build (IPUXL_CORE_DIR) to hide the C module from")
+        pytest.skip("needs a developer build (IPUXL_CORE_DIR): the test hides the C exchange module "
+                    "by pointing IPUXL_CORE_DIR at a folder holding only _core; an installed "
+                    "package cannot hide it")
     only_core = tmp_path / "core_only"
     only_core.mkdir()
     for so in Path(core_dir).glob("_core*.so"):
