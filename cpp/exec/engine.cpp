@@ -63,6 +63,26 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
                   "tensor can view Streaming Memory");
     view_load_[i] = 1;
   }
+  std::vector<int> stores_of(desc_->streams.size(), 0);
+  for (const auto& op : desc_->ops)
+    if (op.kind == OpKind::HostStore) stores_of[(size_t)op.stream]++;
+  for (const auto& op : desc_->ops) {
+    if (op.kind != OpKind::HostStore || !op.attrs.has("write_host_directly") ||
+        !op.attrs.i("write_host_directly"))
+      continue;
+    // What the host pass write_host_directly checked, and what the run
+    // relies on: the store runs once per run at transfer 0 (the stream's
+    // only store, at the top of the main program) and its tensor owns its
+    // storage (no alias of anything else), so it may live in the host array.
+    const int t = op.in[0];
+    if (op.graph != main_graph_ || op.context != ExecContext::Normal ||
+        stores_of[(size_t)op.stream] != 1 || al_.root[(size_t)t] != t ||
+        desc_->tensors[(size_t)t].kind != TensorKind::Intermediate)
+      throw Error("HostStore op '" + op.name + "': only the one store of a stream, in the main "
+                  "program, of a main-graph intermediate that aliases nothing can write the "
+                  "host array directly");
+    direct_stores_.emplace_back(op.stream, t);
+  }
   for (int r = 0; r < desc_->replicas; ++r)
     states_.push_back(
         make_state(*desc_, al_, plan_, exe_, low_.skipped_ops, program_written_, r));
@@ -246,9 +266,11 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
                          "': no space left in the " + std::to_string(b.items) +
                          " transfer(s) of the output buffer (num_host_transfers limits "
                          "host_store executions per stream per run)");
-        for (State* s : active)
-          copy_bytes(b.data + (b.cursor * R + s->replica) * b.item_bytes,
-                     s->refs[(size_t)in.b].data, b.item_bytes);
+        for (State* s : active) {
+          uint8_t* dst = b.data + (b.cursor * R + s->replica) * b.item_bytes;
+          const uint8_t* src = s->refs[(size_t)in.b].data;
+          if (dst != src) copy_bytes(dst, src, b.item_bytes);  // equal: computed in place
+        }
         b.cursor++;
         ++pc;
         break;
@@ -338,7 +360,18 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
                 std::to_string(desc_->total_replicas()) + " replicas: call set_distributed first");
   ++run_index_;
   state_defined_ = false;
-  execute(kMainProgram, bindings);
+  if (direct_stores_.empty()) {
+    execute(kMainProgram, bindings);
+  } else {
+    const auto bound = bind_direct_stores(bindings);
+    try {
+      execute(kMainProgram, bindings);
+    } catch (...) {
+      unbind_direct_stores(bound);
+      throw;
+    }
+    unbind_direct_stores(bound);
+  }
   state_defined_ = true;
   // Transfers of an output the program did not store this run are zeroed:
   // the host never sees uninitialised memory. The caller gets each
@@ -352,6 +385,50 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
                   (size_t)(b.items - b.cursor) * states_.size() * b.item_bytes);
   }
   return used;
+}
+
+std::vector<std::tuple<State*, int, uint8_t*>> Engine::bind_direct_stores(
+    const std::vector<StreamBinding>& bindings) {
+  std::vector<std::tuple<State*, int, uint8_t*>> bound;
+  const size_t R = states_.size();
+  auto span_of = [&](const StreamBinding& b) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(b.data);
+    return std::make_pair(lo, lo + (size_t)b.items * R * b.item_bytes);
+  };
+  for (auto [stream, t] : direct_stores_) {
+    const StreamBinding& b = bindings[(size_t)stream];
+    if (!b.data || b.items < 1 || b.item_bytes != desc_->tensors[(size_t)t].nbytes()) continue;
+    // Written while the program runs instead of at the store: no other
+    // host array of the run (an input read later, another output) may
+    // share those bytes, or the order of the writes would show.
+    const auto mine = span_of(b);
+    bool shared = false;
+    for (size_t o = 0; o < bindings.size() && !shared; ++o) {
+      if (o == (size_t)stream || !bindings[o].data || bindings[o].items < 1) continue;
+      const auto other = span_of(bindings[o]);
+      shared = mine.first < other.second && other.first < mine.second;
+    }
+    if (shared) continue;
+    for (auto& sp : states_) {
+      uint8_t* slot = b.data + (size_t)sp->replica * b.item_bytes;
+      // Kernels may rely on the arena's 64-byte alignment: else copy.
+      if ((reinterpret_cast<uintptr_t>(slot) & 63) != 0) continue;
+      bound.emplace_back(sp.get(), t, sp->home[(size_t)t]);
+      for (int m : al_.members[(size_t)t]) sp->refs[(size_t)m].data = slot;
+      sp->home[(size_t)t] = slot;
+    }
+  }
+  return bound;
+}
+
+void Engine::unbind_direct_stores(const std::vector<std::tuple<State*, int, uint8_t*>>& bound) {
+  // Back to the arena: nothing keeps a pointer into the caller's arrays
+  // once the run returns.
+  for (auto it = bound.rbegin(); it != bound.rend(); ++it) {  // last bound first
+    const auto& [s, t, home] = *it;
+    for (int m : al_.members[(size_t)t]) s->refs[(size_t)m].data = home;
+    s->home[(size_t)t] = home;
+  }
 }
 
 bool Engine::has_weights_program(bool from_host) const {

@@ -11,6 +11,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "collectives.hpp"
@@ -106,6 +108,15 @@ class Engine {
   // Per op: a RemoteLoad whose tensor views its Streaming Memory entry
   // instead of receiving a copy (attribute view_streaming_memory).
   std::vector<uint8_t> view_load_;
+  // (stream, tensor) of each HostStore whose tensor is computed straight
+  // into the run's host array (attribute write_host_directly).
+  std::vector<std::pair<int, int>> direct_stores_;
+  // Points each direct store's tensor (and its aliases) at its transfer in
+  // the host array for this run, where the array allows; returns what to
+  // restore: (state, tensor, arena home).
+  std::vector<std::tuple<State*, int, uint8_t*>> bind_direct_stores(
+      const std::vector<StreamBinding>& bindings);
+  void unbind_direct_stores(const std::vector<std::tuple<State*, int, uint8_t*>>& bound);
   std::vector<std::unique_ptr<State>> states_;
   std::vector<ExecProfile> profiles_;  // per kernel slot
   uint64_t run_index_ = 0;

@@ -16,7 +16,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 import numpy as np
 
 from . import dtypes
-from ._host_memory import aligned_copy, is_aligned
+from ._host_memory import aligned_copy, aligned_empty, is_aligned
 from .lowering import LoweredProgram, build
 from .ir import Ir
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -146,6 +146,11 @@ class Session:
         self._d2h = frozenset(ir.get_all_d2h_streams())
         self._io = {s: (self._prog.stream_index[s], self._full_shape(s.shape),
                         s.dtype.as_numpy()) for s in self._h2d | self._d2h}
+        # Streams whose tensor the program computes straight into the output
+        # array when the array is 64-byte aligned (host pass
+        # direct_host_stores): run() allocates theirs so.
+        self._aligned_outputs = frozenset(self._prog.direct_store_streams)
+        self._d2h_sorted = sorted(self._d2h)
 
     def _distribute(self, engine):
         """Under popdist with several instances: makes ``engine`` one instance
@@ -505,7 +510,9 @@ class Session:
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
         """``np.empty`` arrays for every device-to-host stream, shaped
         ``(num_host_transfers?, replicas?, *shape)``."""
-        return {s: np.empty(self._io[s][1], dtype=self._io[s][2]) for s in sorted(self._d2h)}
+        io, aligned = self._io, self._aligned_outputs
+        return {s: (aligned_empty(io[s][1], io[s][2]) if s in aligned else
+                    np.empty(io[s][1], dtype=io[s][2])) for s in self._d2h_sorted}
 
     def run(self, inputs: Optional[Mapping[HostToDeviceStream, np.ndarray]] = None,
             downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:

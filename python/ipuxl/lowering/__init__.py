@@ -21,6 +21,7 @@ from .._core_loader import core
 from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
+from .host_passes import direct_stores
 from .program import Entry, Program, to_desc
 
 __all__ = ["lower", "build", "LoweredProgram", "Entry", "Program"]
@@ -178,6 +179,11 @@ class LoweredProgram:
         self.remote_index = {id(rb): i for i, rb in enumerate(host.remote_buffers)}
         #: Rewrites each host pass made.
         self.host_passes = passes
+        #: Streams whose tensor the program computes in the run's output
+        #: array (host pass direct_host_stores), when that is 64-byte aligned.
+        self.direct_store_streams = [
+            e.stream for e in host.entries[host.graphs[0]]
+            if e.kind == "host_store" and (e.attrs or {}).get(direct_stores.ATTR)]
 
 
 def build(ir, passes=None) -> LoweredProgram:

@@ -17,14 +17,14 @@ import os
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
 from ..program import Program
-from . import (dead_ops, epilogues, input_grad_update, prune_outputs, remote_views, reshape_views,
-               transposes, update_folding)
+from . import (dead_ops, direct_stores, epilogues, input_grad_update, prune_outputs, remote_views,
+               reshape_views, transposes, update_folding)
 
 __all__ = ["PASSES", "apply", "enabled_passes"]
 
 #: Every pass, in the order they run.
 PASSES = (transposes, epilogues, prune_outputs, update_folding, dead_ops, input_grad_update,
-          reshape_views, remote_views)
+          reshape_views, remote_views, direct_stores)
 NAMES = tuple(p.NAME for p in PASSES)
 
 Selection = Union[None, str, Iterable[str]]
