@@ -189,6 +189,24 @@ def test_failed_run_never_shows_stale_values_as_current():
         np.testing.assert_array_equal(sess.get_tensor_data(w), np.zeros(3))
 
 
+def test_write_variables_data_restores_after_a_failed_run():
+    """The error names write_variables_data() as a way back: it works, and
+    the variables it does not write get their last host values."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        w = popxl.variable(np.zeros(3, np.float32), name="w")
+        u = popxl.variable(np.full(3, 7.0, np.float32), name="u")
+        s = popxl.h2d_stream((3,), popxl.float32, name="x")
+        ops.add_(w, ops.host_load(s))
+        ops.add_(w, ops.host_load(s))  # the second load has no data: fails mid-run
+    with popxl.Session(ir, "ipu_model") as sess:
+        with pytest.raises(RuntimeError, match="did not provide input data"):
+            sess.run({s: np.ones(3, np.float32)})
+        sess.write_variables_data({w: np.full(3, 2.0, np.float32)})
+        np.testing.assert_array_equal(sess.get_tensor_data(w), np.full(3, 2.0))
+        np.testing.assert_array_equal(sess.get_tensor_data(u), np.full(3, 7.0))
+
+
 def test_validation_errors_before_running_leave_the_state_defined():
     ir, w, s = _failing_program()
     with popxl.Session(ir, "ipu_model") as sess:

@@ -467,8 +467,10 @@ class Session:
                     f'Copying to tensor {v.id} with "all_replicas" retreval mode is not yet '
                     "supported.")
             staged[v] = data
-        if self._attached and not self._host_in_sync:
+        if self._attached and not self._host_in_sync and self._failed_run is None:
             # Keep the device values of the variables not being written.
+            # (After a failed run they are undefined: the others keep the
+            # values last copied to the host, as weights_from_host would.)
             self.weights_to_host()
         for v, data in staged.items():
             self._all_replicas.pop(v, None)
