@@ -70,18 +70,20 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
     if (op.kind != OpKind::HostStore || !op.attrs.has("write_host_directly") ||
         !op.attrs.i("write_host_directly"))
       continue;
-    // What the host pass write_host_directly checked, and what the run
+    // What the host pass direct_host_stores checked, and what the run
     // relies on: the store runs once per run at transfer 0 (the stream's
-    // only store, at the top of the main program) and its tensor owns its
-    // storage (no alias of anything else), so it may live in the host array.
-    const int t = op.in[0];
+    // only store, at the top of the main program) and the storage of its
+    // tensor (the tensor's own, or that of the main-graph intermediate it
+    // views, of the same size) may live in the host array.
+    const int t = op.in[0], root = al_.root[(size_t)t];
+    const auto& rd = desc_->tensors[(size_t)root];
     if (op.graph != main_graph_ || op.context != ExecContext::Normal ||
-        stores_of[(size_t)op.stream] != 1 || al_.root[(size_t)t] != t ||
-        desc_->tensors[(size_t)t].kind != TensorKind::Intermediate)
+        stores_of[(size_t)op.stream] != 1 || rd.kind != TensorKind::Intermediate ||
+        rd.graph != main_graph_ || rd.nbytes() != desc_->tensors[(size_t)t].nbytes())
       throw Error("HostStore op '" + op.name + "': only the one store of a stream, in the main "
-                  "program, of a main-graph intermediate that aliases nothing can write the "
-                  "host array directly");
-    direct_stores_.emplace_back(op.stream, t);
+                  "program, of (a whole view of) a main-graph intermediate can write the host "
+                  "array directly");
+    direct_stores_.emplace_back(op.stream, root);
   }
   for (int r = 0; r < desc_->replicas; ++r)
     states_.push_back(

@@ -72,6 +72,43 @@ def test_view_written_after_the_store_declines():
     np.testing.assert_allclose(got, X.astype(np.float64) @ W, rtol=1e-6)
 
 
+@pytest.mark.parametrize("passes", [PASS + ",reshape_views", PASS])
+def test_a_stored_view_computes_into_the_array(passes):
+    """A stored reshape that reshape_views made a view of the matmul's
+    result: the result itself is computed in the host array."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        sx = popxl.h2d_stream(X.shape, popxl.float32, name="x")
+        w = popxl.variable(W, name="w")
+        y = ops.matmul(ops.host_load(sx, "xl"), w)
+        z = ops.reshape(y, (128, 64))
+        sz = popxl.d2h_stream(z.shape, z.dtype, name="z")
+        ops.host_store(sz, z)
+    with popxl.Session(ir, "ipu_model", host_passes=passes) as s:
+        assert _marked(s) == 1
+        assert s._prog.host_passes.get("reshape_views", 0) == (1 if "reshape" in passes else 0)
+        for k in (1, 2):
+            got = s.run({sx: k * X})[sz]
+            np.testing.assert_allclose(got, (k * X.astype(np.float64) @ W).reshape(128, 64),
+                                       rtol=1e-6)
+
+
+def test_root_written_after_a_stored_view_declines():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        sx = popxl.h2d_stream(X.shape, popxl.float32, name="x")
+        w = popxl.variable(W, name="w")
+        y = ops.matmul(ops.host_load(sx, "xl"), w)
+        z = ops.reshape_(y, (128, 64))
+        sz = popxl.d2h_stream(z.shape, z.dtype, name="z")
+        ops.host_store(sz, z)
+        ops.add_(y, popxl.constant(1.0))
+    with popxl.Session(ir, "ipu_model", host_passes=PASS) as s:
+        assert _marked(s) == 0
+        got = s.run({sx: X})[sz]
+    np.testing.assert_allclose(got, (X.astype(np.float64) @ W).reshape(128, 64), rtol=1e-6)
+
+
 def test_small_tensors_are_copied():
     ir = popxl.Ir()
     with ir.main_graph:

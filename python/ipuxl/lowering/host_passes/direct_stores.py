@@ -17,12 +17,15 @@ Relies on, and checks, for a store of ``t`` to stream ``S``:
 * it is the only ``host_store`` of ``S`` in the whole program, it runs in
   the main program (main graph, normal execution context) and it is not
   skipped: it runs once per run, into transfer 0;
-* ``t`` is an intermediate of the main graph (not a variable, constant or
-  graph input) that aliases nothing (it owns its storage), and every entry
-  touching its storage runs in the normal context (nothing of the weight
-  transfer programs reads it between runs);
-* no entry after the store writes ``t`` or a view of it: the host array
-  ends the run with the value the store would have copied;
+* the storage of ``t`` (its own, or that of the tensor it is a whole view
+  of, such as a reshape made a view by ``reshape_views``) belongs to an
+  intermediate of the main graph (not a variable, constant or graph
+  input) of ``t``'s size, and every entry touching that storage runs in
+  the normal context (nothing of the weight transfer programs reads it
+  between runs);
+* no entry after the store writes that storage (through ``t`` or any other
+  view): the host array ends the run with the value the store would have
+  copied;
 * ``t`` has at least :data:`MIN_BYTES` bytes (below, the copy costs less
   than aligning the array).
 
@@ -60,7 +63,7 @@ def _nbytes(t) -> int:
 def run(prog) -> int:
     main = prog.graphs[0]
     entries: List = prog.entries[main]
-    stores: Dict[int, int] = {}
+    stores: Dict[object, int] = {}  # stream -> host_stores of it
     for g in prog.graphs:
         for e in prog.entries[g]:
             if e.kind == "host_store":
@@ -72,13 +75,17 @@ def run(prog) -> int:
                 or stores.get(e.stream) != 1 or not e.inputs or e.inputs[0] is None):
             continue
         t = e.inputs[0]
-        if id(t) in done or not _intermediate(t, main) or _nbytes(t) < MIN_BYTES:
+        if _nbytes(t) < MIN_BYTES:
             continue
         if roots is None:
             roots = alias_roots(entries)
-        if root_of(roots, t) != id(t):
+            by_id = {id(x): x for entry in entries for x in entry.inputs + entry.outputs
+                     if x is not None}
+        r = by_id.get(root_of(roots, t))
+        if (r is None or id(r) in done or not _intermediate(r, main)
+                or _nbytes(r) != _nbytes(t)):
             continue
-        target = {id(t)}
+        target = {id(r)}
         if any(touches(x, roots, target) and x.op.execution_context != "normal"
                for x in entries):
             continue
@@ -86,6 +93,6 @@ def run(prog) -> int:
             continue
         e.attrs = dict(e.attrs)
         e.attrs[ATTR] = 1
-        done.add(id(t))  # a second stream of the same tensor copies from the first
+        done.add(id(r))  # a second stream of the same storage copies from the first
         marked += 1
     return marked
