@@ -151,6 +151,9 @@ class Session:
         # direct_host_stores): run() allocates theirs so.
         self._aligned_outputs = frozenset(self._prog.direct_store_streams)
         self._d2h_sorted = sorted(self._d2h)
+        # The transfers per run the arrays above were shaped for (PopXL, too,
+        # fixes them when the Session is created).
+        self._n_transfers = ir.num_host_transfers
 
     def _distribute(self, engine):
         """Under popdist with several instances: makes ``engine`` one instance
@@ -512,6 +515,8 @@ class Session:
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
         """``np.empty`` arrays for every device-to-host stream, shaped
         ``(num_host_transfers?, replicas?, *shape)``."""
+        if not self._d2h_sorted:
+            return {}
         io, aligned = self._io, self._aligned_outputs
         return {s: (aligned_empty(io[s][1], io[s][2]) if s in aligned else
                     np.empty(io[s][1], dtype=io[s][2])) for s in self._d2h_sorted}
@@ -542,7 +547,7 @@ class Session:
             self._check_keys(inputs, self._h2d, "input")
         if len(outputs) != len(self._d2h) or not self._d2h.issuperset(outputs):
             self._check_keys(outputs, self._d2h, "output")
-        n = self._ir.num_host_transfers
+        n = self._n_transfers
         io = self._io
         for s, arr in inputs.items():
             idx, full, npd = io[s]
@@ -565,14 +570,15 @@ class Session:
                 "new Session (or a new Ir) after building the whole program.")
         self._assert_state_defined("run")
         self._host_in_sync = False
-        runs_before = self._engine.runs
         try:
             if self._shadow is not None:
                 used = self._check_against_shadow(bound, n)
             else:
                 used = self._engine.run(bound, n, prog.stream_item_bytes)
         except BaseException as e:
-            if self._engine.runs != runs_before and not self._engine.state_defined:
+            # The engine marks its state undefined only once the program has
+            # started (errors in the arrays are found before that).
+            if not self._engine.state_defined:
                 self._failed_run = (f"an earlier run failed part-way ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0] if str(e) else ''})")
             raise
