@@ -8,9 +8,11 @@ sharing its storage) at its transfer in the output array when a run starts,
 and back at the arena when the run ends, also when it fails (attribute
 ``write_host_directly``). A run whose arrays do not allow it (a transfer
 not 64-byte aligned as the arena's tensors are, or an output array sharing
-bytes with another stream's array) copies as before; ``Session.run``
-allocates the arrays of these streams 64-byte aligned. The IPU model reads
-the faithful program and still counts the transfer.
+bytes with another stream's array) copies as before; ``Session.run`` and
+``Session.create_host_outputs`` allocate the arrays of these streams 64-byte
+aligned (views into a buffer 64 bytes longer: like any view, they cannot
+be resized in place with ``ndarray.resize``). The IPU model reads the
+faithful program and still counts the transfer.
 
 Relies on, and checks, for a store of ``t`` to stream ``S``:
 
