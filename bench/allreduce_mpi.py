@@ -65,7 +65,7 @@ def _session(n, group_size, mpi4py_path):
     if mpi4py_path:
         # Rebinds the engine's exchange (Session._distribute bound the C one).
         lay, comm = ir._popdist, popdist.communicator()
-        sess._engine.set_distributed(lay.offset, lay.total, comm.exchange_mpi4py)
+        sess._engine.set_distributed(lay.offset, lay.total, comm.exchange_blocks)
     sess.__enter__()
     return sess
 
