@@ -314,7 +314,7 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
     if G == 4:
         groupings += [("stride2", ir.replica_grouping(stride=2, group_size=2)),
                       ("stride1", ir.replica_grouping(group_size=2))]
-    feeds, cases = {{}}, []
+    feeds, cases, calls = {{}}, [], 0
     with ir.main_graph:
         for dt, npd in ((popxl.float32, np.float32), (popxl.float16, np.float16),
                         (popxl.int32, np.int32)):
@@ -354,8 +354,16 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
                                 want = want.astype(np.float32)
                             cases.append((s, want.astype(npd),
                                           f"{{op}} {{dt.name}} {{n}} {{gname}} {{inplace}}"))
+                            # Exchanges it makes: none inside an instance, two
+                            # split (16 KB and more), else one.
+                            if gname != "stride1":
+                                calls += 2 if n * x.itemsize >= 16 << 10 else 1
+    c = popdist.communicator()
+    count = lambda: c.native.calls if c.native is not None else c.calls
     with popxl.Session(ir, "ipu_model") as sess:
+        before = count()
         out = sess.run(feeds)
+        assert count() - before == calls, (count() - before, calls)
     for s, want, what in cases:
         got = out[s].reshape((R,) + want.shape[1:])
         np.testing.assert_array_equal(got.view(np.uint8), want[off:off + R].view(np.uint8),
