@@ -5,6 +5,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "../core/isa.hpp"
+
 namespace ipuxl {
 
 std::vector<std::vector<int>> replica_groups(const CollectiveDesc& c, int replicas) {
@@ -125,16 +127,21 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
           float* o1 = out_of(1);
           // Through a small local buffer: the loop over it vectorises (the
           // buffer aliases nothing), and a chunk is read whole before its
-          // outputs are written, so in-place outputs stay correct.
+          // outputs are written, so in-place outputs stay correct. Compiled
+          // for each ISA level (isa::run).
           auto run = [&](auto f) {
-            constexpr int64_t kTile = 1024;
-            alignas(64) float r[kTile];
-            for (int64_t c0 = 0; c0 < n; c0 += kTile) {
-              const int64_t cnt = std::min(kTile, n - c0);
-              for (int64_t j = 0; j < cnt; ++j) r[j] = f(a[c0 + j], b[c0 + j]);
-              if (o0) std::memcpy(o0 + c0, r, (size_t)cnt * sizeof(float));
-              if (o1) std::memcpy(o1 + c0, r, (size_t)cnt * sizeof(float));
-            }
+            isa::run(
+                [&](int64_t b0, int64_t e0) {
+                  constexpr int64_t kTile = 1024;
+                  alignas(64) float r[kTile];
+                  for (int64_t c0 = b0; c0 < e0; c0 += kTile) {
+                    const int64_t cnt = std::min(kTile, e0 - c0);
+                    for (int64_t j = 0; j < cnt; ++j) r[j] = f(a[c0 + j], b[c0 + j]);
+                    if (o0) std::memcpy(o0 + c0, r, (size_t)cnt * sizeof(float));
+                    if (o1) std::memcpy(o1 + c0, r, (size_t)cnt * sizeof(float));
+                  }
+                },
+                0, n);
           };
           switch (op) {
             case ReduceOp::Add: run([](float x, float y) { return x + y; }); break;
@@ -145,20 +152,37 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
           return;
         }
       }
-      // In chunks that stay in cache. Outputs may alias inputs (in place):
-      // element j of an output depends on element j of the inputs only, and
-      // each chunk is reduced before any output of it is written.
-      constexpr int64_t kChunk = 4096;
-      acc.resize((size_t)std::min(n, kChunk));
-      for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-        const int64_t cnt = std::min(kChunk, n - c0);
-        reduce<T>(c.op, ins, n, c0, cnt, acc.data());
-        for (int64_t k = 0; k < g; ++k) {
-          T* out = out_of(k);
-          if (out == nullptr) continue;
-          for (int64_t j = 0; j < cnt; ++j) out[c0 + j] = store<T>(acc[(size_t)j]);
-        }
+      // The outputs written here (others belong to another instance).
+      int64_t first = -1;
+      for (int64_t k = g - 1; k >= 0; --k)
+        if (out_of(k)) first = k;
+      if (first < 0) return;
+      // A group of one: the value itself, unless the operator changes it.
+      if (g == 1 && (c.op == ReduceOp::Add || c.op == ReduceOp::Mean ||
+                     c.op == ReduceOp::Mul || c.op == ReduceOp::Min || c.op == ReduceOp::Max)) {
+        if (n && out_of(0) != ins[0]) std::memmove(out_of(0), ins[0], (size_t)n * sizeof(T));
+        return;
       }
+      // In chunks that stay in cache, compiled for each ISA level (the
+      // widening, accumulating and narrowing loops vectorise). Outputs may
+      // alias inputs (in place): element j of an output depends on element
+      // j of the inputs only, and each chunk is reduced before any output
+      // of it is written. The result is narrowed once, into the first
+      // output, and copied to the others.
+      isa::run(
+          [&](int64_t b0, int64_t e0) {
+            constexpr int64_t kChunk = 2048;
+            alignas(64) acc_t<T> acc[kChunk];
+            T* o = out_of(first);
+            for (int64_t c0 = b0; c0 < e0; c0 += kChunk) {
+              const int64_t cnt = std::min(kChunk, e0 - c0);
+              reduce<T>(c.op, ins, n, c0, cnt, acc);
+              for (int64_t j = 0; j < cnt; ++j) o[c0 + j] = store<T>(acc[j]);
+              for (int64_t k = first + 1; k < g; ++k)
+                if (out_of(k)) std::memcpy(out_of(k) + c0, o + c0, (size_t)cnt * sizeof(T));
+            }
+          },
+          0, n);
       return;
     }
     case CollectiveKind::AllGather: {
