@@ -354,10 +354,13 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
                                 want = want.astype(np.float32)
                             cases.append((s, want.astype(npd),
                                           f"{{op}} {{dt.name}} {{n}} {{gname}} {{inplace}}"))
-                            # Exchanges it makes: none inside an instance, two
-                            # split (16 KB and more), else one.
-                            if gname != "stride1":
-                                calls += 2 if n * x.itemsize >= 16 << 10 else 1
+                            # Exchanges it makes: none when no group crosses
+                            # instances; two when split (16 KB and more, every
+                            # group on every instance); else one.
+                            homes = [{{r // R for r in range(G) if a[r] == g}} for g in set(a)]
+                            if any(len(h) > 1 for h in homes):
+                                split = all(len(h) == G // R for h in homes)
+                                calls += 2 if split and n * x.itemsize >= 16 << 10 else 1
     c = popdist.communicator()
     count = lambda: c.native.calls if c.native is not None else c.calls
     with popxl.Session(ir, "ipu_model") as sess:
@@ -373,20 +376,20 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
 
 
 @needs_mpi
-@pytest.mark.parametrize("total", [2, 4])
-def test_large_all_reduces_across_instances_are_bit_exact(tmp_path, total, exchange):
+@pytest.mark.parametrize("instances,total", [(2, 2), (2, 4), (4, 4)])
+def test_large_all_reduces_across_instances_are_bit_exact(tmp_path, instances, total, exchange):
     """The split all-reduce between instances (reduce-scatter, then
     all-gather of the reduced slices) and the small one give the bits of
     one process's member-order fold, on both exchanges, for every reduction
     operator, float32 / float16 / int32, in place or not, sizes that do not
     divide by the instances, groupings that cross instances (and one that
-    does not)."""
+    does not, at 2 instances), over 2 and 4 instances."""
     script = tmp_path / "large_all_reduce.py"
     script.write_text(LARGE_ALL_REDUCE.format())
-    r = _poprun(script, 2, total, **exchange)
+    r = _poprun(script, instances, total, **exchange)
     assert r.returncode == 0, r.stdout + r.stderr
     found = re.findall(r"OK instance (\d): (\d+) all-reduces", r.stdout)
-    assert sorted(i for i, _ in found) == ["0", "1"], r.stdout + r.stderr
+    assert sorted(i for i, _ in found) == [str(i) for i in range(instances)], r.stdout + r.stderr
     assert int(found[0][1]) == 3 * 17 * 2 * (3 if total == 4 else 1), r.stdout
 
 @needs_mpi
