@@ -23,7 +23,7 @@ the ratio to mpi4py (1.0: as fast as MPI's own all-reduce). Two tables:
   exchange, the reduction and the loop's step; mpi4py's the Python call
   and MPI's all-reduce.
 
-An all-reduce between instances (see cpp/exec/collectives.hpp): from 16 KB
+An all-reduce between instances (see cpp/exec/collectives.hpp): from 128 KB
 a reduce-scatter (each instance reduces its slice of every member's
 elements, in double, in replica order, as one process computes it, so
 results do not depend on the layout) then an all-gather of the reduced

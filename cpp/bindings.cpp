@@ -271,6 +271,8 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ipuxl C++ core: lowering, memory planning and the IPU-model engine";
 
+  m.attr("split_all_reduce_bytes") = kSplitAllReduceBytes;  // see collectives.hpp
+
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

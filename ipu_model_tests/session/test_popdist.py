@@ -300,6 +300,7 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
     import numpy as np
     import popxl, popxl.ops as ops
     import popdist
+    from ipuxl._core_loader import core
 
     # All-reduces large enough for the split path between instances (each
     # instance reduces its slice, then the slices are all-gathered; sizes
@@ -318,7 +319,7 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
     with ir.main_graph:
         for dt, npd in ((popxl.float32, np.float32), (popxl.float16, np.float16),
                         (popxl.int32, np.int32)):
-            for n in (3, 4096, 16411):
+            for n in (3, 4096, 70001):  # 70001: split for the three dtypes
                 if dt == popxl.int32:
                     x = rng.integers(-1000, 1000, size=(G, n)).astype(npd)
                 else:  # near 1, so that products of 4 stay in range
@@ -355,12 +356,14 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
                             cases.append((s, want.astype(npd),
                                           f"{{op}} {{dt.name}} {{n}} {{gname}} {{inplace}}"))
                             # Exchanges it makes: none when no group crosses
-                            # instances; two when split (16 KB and more, every
+                            # instances; two when split (split_all_reduce_bytes
+                            # and more per replica, every
                             # group on every instance); else one.
                             homes = [{{r // R for r in range(G) if a[r] == g}} for g in set(a)]
                             if any(len(h) > 1 for h in homes):
                                 split = all(len(h) == G // R for h in homes)
-                                calls += 2 if split and n * x.itemsize >= 16 << 10 else 1
+                                calls += 2 if split and n * x.itemsize >= core.split_all_reduce_bytes \\
+                                    else 1
     c = popdist.communicator()
     count = lambda: c.native.calls if c.native is not None else c.calls
     with popxl.Session(ir, "ipu_model") as sess:
