@@ -265,15 +265,13 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   return out;
 }
 
-// The C type of an exchange between instances from outside the core
-// (ipuxl._mpi_exchange's ipuxl_mpi_exchange).
-using NativeExchangeFn = int (*)(void* ctx, const uint8_t* send, size_t bytes, uint8_t* recv,
-                                 const char* what, char* err, size_t err_len);
 
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ipuxl C++ core: lowering, memory planning and the IPU-model engine";
+
+  m.attr("split_all_reduce_bytes") = kSplitAllReduceBytes;  // see collectives.hpp
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -466,21 +464,30 @@ PYBIND11_MODULE(_core, m) {
             // the Python exchange (ipuxl.popdist over mpi4py). A Python
             // exception (a timeout, a dead peer) propagates unchanged.
             auto fn = std::make_shared<py::function>(std::move(exchange));
-            const size_t instances = e.replicas() > 0 ? (size_t)(total / e.replicas()) : 0;
             e.set_distributed(offset, total,
-                              [fn, instances](const uint8_t* send, size_t bytes, uint8_t* recv,
-                                   const std::string& what) {
+                              [fn](const std::vector<Block>& sends,
+                                   const std::vector<Block>& recvs, const std::string& what) {
                                 py::gil_scoped_acquire gil;
-                                auto s = py::memoryview::from_memory(send, (ssize_t)bytes);
-                                auto r = py::memoryview::from_memory(
-                                    recv, (ssize_t)(bytes * instances), false);
-                                (*fn)(s, r, what);
+                                auto list = [](const std::vector<Block>& bs, bool readonly) {
+                                  py::list l;
+                                  for (const Block& b : bs) {
+                                    // A 0-byte message still pairs the instances.
+                                    py::object mv = b.bytes
+                                        ? py::object(py::memoryview::from_memory(
+                                              b.data, (ssize_t)b.bytes, readonly))
+                                        : py::object(py::bytearray());
+                                    l.append(py::make_tuple(b.peer, mv));
+                                  }
+                                  return l;
+                                };
+                                (*fn)(list(sends, true), list(recvs, false), what);
                               });
           },
           py::arg("offset"), py::arg("total"), py::arg("exchange"),
           "Make this engine one instance of several: it holds replicas [offset, offset + "
-          "replicas) of `total`; exchange(send, recv, what) all-gathers bytes across the "
-          "instances (recv: every instance's send, in instance order).")
+          "replicas) of `total`; exchange(sends, recvs, what) sends and receives lists of "
+          "(peer instance, memoryview) messages and waits for them (ipuxl.popdist."
+          "Communicator.exchange_blocks): messages between two instances match in list order.")
       .def(
           "set_distributed_native",
           [](Engine& e, int offset, int total, uintptr_t function, uintptr_t context,
@@ -490,13 +497,14 @@ PYBIND11_MODULE(_core, m) {
             // non-zero with a message instead of throwing across the C ABI.
             if (!function || !context)
               throw Error("Engine.set_distributed_native: null exchange function or context");
-            auto fn = reinterpret_cast<NativeExchangeFn>(function);
+            auto fn = reinterpret_cast<ipuxl_exchange_blocks_fn>(function);
             void* ctx = reinterpret_cast<void*>(context);
             e.set_distributed(offset, total,
-                              [fn, ctx](const uint8_t* send, size_t bytes, uint8_t* recv,
-                                        const std::string& what) {
+                              [fn, ctx](const std::vector<Block>& sends,
+                                        const std::vector<Block>& recvs, const std::string& what) {
                                 char err[512] = {0};
-                                if (fn(ctx, send, bytes, recv, what.c_str(), err, sizeof err) != 0)
+                                if (fn(ctx, sends.data(), sends.size(), recvs.data(), recvs.size(),
+                                       what.c_str(), err, sizeof err) != 0)
                                   throw RunError(err[0] ? std::string(err)
                                                         : what + ": the exchange between "
                                                                  "instances failed");
@@ -504,10 +512,10 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("offset"), py::arg("total"), py::arg("function"), py::arg("context"),
           py::arg("owner"), py::keep_alive<1, 6>(),
-          "set_distributed with a C exchange: function(context, send, bytes, recv, what, err, "
-          "err_len) -> 0 or non-zero with a message in err (ipuxl._mpi_exchange.Exchange's "
-          "`function` and `context`); `owner` (which owns the context) is kept alive as long as "
-          "the engine.")
+          "set_distributed with a C exchange: function(context, sends, n_sends, recvs, n_recvs, "
+          "what, err, err_len) -> 0 or non-zero with a message in err (ipuxl_exchange_blocks_fn "
+          "of cpp/exec/exchange_abi.h: ipuxl._mpi_exchange.Exchange's `function` and "
+          "`context`); `owner` (which owns the context) is kept alive as long as the engine.")
       .def("program_writes", &Engine::program_writes, py::arg("tensor"))
       .def(
           "bind_external",

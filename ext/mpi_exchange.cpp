@@ -17,6 +17,8 @@
 #include <mpi4py/mpi4py.h>
 #include <pybind11/pybind11.h>
 
+#include "../cpp/exec/exchange_abi.h"
+
 #include <time.h>
 
 #include <algorithm>
@@ -107,43 +109,43 @@ int wait_all(Exchange* x, const char* what, char* err, size_t err_len) {
 
 }  // namespace
 
-// The C entry point the core calls (its type: ipuxl::NativeExchangeFn in
-// cpp/bindings.cpp). An all-gather of bytes in instance order: recv
-// (size x bytes) gets every other instance's `bytes` in its block; this
-// instance's block is not written. 0 bytes: a barrier. Returns 0, or
-// non-zero with a message in err.
-extern "C" int ipuxl_mpi_exchange(void* ctx, const uint8_t* send, size_t bytes, uint8_t* recv,
-                                  const char* what, char* err, size_t err_len) {
-  auto* x = static_cast<Exchange*>(ctx);
-  std::lock_guard<std::mutex> lock(x->mu);
-  ++x->calls;
-  if (x->size == 1) return 0;
+namespace {
+
+// Posts every receive, then every send (chunked to MPI's int counts: both
+// sides chunk a message alike, and MPI keeps one pair's messages on one
+// tag in order), and waits for them all. On a failure to post, requests
+// already posted cannot be withdrawn safely: the job is stopped, as the
+// timeout does, after saying why.
+int post_and_wait(Exchange* x, const ipuxl_block* sends, size_t n_sends, const ipuxl_block* recvs,
+                  size_t n_recvs, const char* what, char* err, size_t err_len) {
   x->reqs.clear();
   int rc = MPI_SUCCESS;
-  if (bytes == 0) {
-    x->reqs.emplace_back();
-    rc = MPI_Ibarrier(x->comm, &x->reqs.back());
-  } else {
-    for (int p = 0; p < x->size && rc == MPI_SUCCESS; ++p) {
-      if (p == x->rank) continue;
-      for (size_t at = 0; at < bytes && rc == MPI_SUCCESS; at += kChunk) {
-        x->reqs.emplace_back();
-        rc = MPI_Irecv(recv + (size_t)p * bytes + at, (int)std::min(kChunk, bytes - at),
-                       MPI_BYTE, p, kTag, x->comm, &x->reqs.back());
-      }
-    }
-    for (int p = 0; p < x->size && rc == MPI_SUCCESS; ++p) {
-      if (p == x->rank) continue;
-      for (size_t at = 0; at < bytes && rc == MPI_SUCCESS; at += kChunk) {
-        x->reqs.emplace_back();
-        rc = MPI_Isend(send + at, (int)std::min(kChunk, bytes - at), MPI_BYTE, p, kTag, x->comm,
-                       &x->reqs.back());
-      }
+  // Checked before anything is posted: a bad block is the caller's error,
+  // and nothing is in flight yet.
+  for (size_t i = 0; i < n_sends + n_recvs; ++i) {
+    const ipuxl_block& b = i < n_sends ? sends[i] : recvs[i - n_sends];
+    if (b.peer < 0 || b.peer >= x->size || b.peer == x->rank || (!b.data && b.bytes)) {
+      set_error(err, err_len, std::string("popdist: ") + what + ": a message to or from instance " +
+                                  std::to_string(b.peer) + " (this is instance " +
+                                  std::to_string(x->rank) + " of " + std::to_string(x->size) +
+                                  ", and messages need a buffer)");
+      return 1;
     }
   }
+  auto post = [&](const ipuxl_block& b, bool send) {
+    auto* p = static_cast<uint8_t*>(b.data);
+    size_t at = 0;
+    do {  // a 0-byte message is posted too: it still pairs the instances
+      const size_t cnt = std::min(kChunk, b.bytes - at);
+      x->reqs.emplace_back();
+      rc = send ? MPI_Isend(p + at, (int)cnt, MPI_BYTE, b.peer, kTag, x->comm, &x->reqs.back())
+                : MPI_Irecv(p + at, (int)cnt, MPI_BYTE, b.peer, kTag, x->comm, &x->reqs.back());
+      at += cnt;
+    } while (rc == MPI_SUCCESS && at < b.bytes);
+  };
+  for (size_t i = 0; i < n_recvs && rc == MPI_SUCCESS; ++i) post(recvs[i], false);
+  for (size_t i = 0; i < n_sends && rc == MPI_SUCCESS; ++i) post(sends[i], true);
   if (rc != MPI_SUCCESS) {
-    // Requests already posted cannot be withdrawn safely either: stop the
-    // job as the timeout does, after saying why.
     std::fprintf(stderr,
                  "ipuxl.popdist.InstanceError: popdist: %s between instances: posting a message "
                  "failed (%s). Aborting the MPI job.\n",
@@ -154,6 +156,50 @@ extern "C" int ipuxl_mpi_exchange(void* ctx, const uint8_t* send, size_t bytes, 
     return 1;
   }
   return wait_all(x, what, err, err_len);
+}
+
+}  // namespace
+
+// The C entry point the core calls (its type: ipuxl_exchange_blocks_fn in
+// cpp/exec/exchange_abi.h): the messages a collective lists, without the
+// GIL. Returns 0, or non-zero with a message in err.
+extern "C" int ipuxl_mpi_exchange_blocks(void* ctx, const ipuxl_block* sends, size_t n_sends,
+                                         const ipuxl_block* recvs, size_t n_recvs,
+                                         const char* what, char* err, size_t err_len) {
+  auto* x = static_cast<Exchange*>(ctx);
+  std::lock_guard<std::mutex> lock(x->mu);
+  ++x->calls;
+  if (x->size == 1) return 0;
+  return post_and_wait(x, sends, n_sends, recvs, n_recvs, what, err, err_len);
+}
+
+// An all-gather of bytes in instance order: recv (size x bytes) gets every
+// other instance's `bytes` in its block; this instance's block is not
+// written. 0 bytes: a barrier. Returns 0, or non-zero with a message in err.
+extern "C" int ipuxl_mpi_exchange(void* ctx, const uint8_t* send, size_t bytes, uint8_t* recv,
+                                  const char* what, char* err, size_t err_len) {
+  auto* x = static_cast<Exchange*>(ctx);
+  std::lock_guard<std::mutex> lock(x->mu);
+  ++x->calls;
+  if (x->size == 1) return 0;
+  if (bytes == 0) {
+    x->reqs.clear();
+    x->reqs.emplace_back();
+    const int rc = MPI_Ibarrier(x->comm, &x->reqs.back());
+    if (rc != MPI_SUCCESS) {
+      set_error(err, err_len, std::string("popdist: ") + what + ": " + mpi_error(rc));
+      return 1;
+    }
+    return wait_all(x, what, err, err_len);
+  }
+  std::vector<ipuxl_block> sends, recvs;
+  for (int p = 0; p < x->size; ++p) {
+    if (p == x->rank) continue;
+    recvs.push_back({p, recv + (size_t)p * bytes, bytes});
+    sends.push_back({p, const_cast<uint8_t*>(send), bytes});
+  }
+  return post_and_wait(x, sends.data(), sends.size(), recvs.data(), recvs.size(), what, err,
+                       err_len);
 }
 
 namespace {
@@ -176,7 +222,8 @@ class PyExchange {
     if (rc != MPI_SUCCESS) throw std::runtime_error("_mpi_exchange: " + mpi_error(rc));
   }
 
-  uintptr_t function() const { return reinterpret_cast<uintptr_t>(&ipuxl_mpi_exchange); }
+  // The core's entry point (ipuxl_exchange_blocks_fn).
+  uintptr_t function() const { return reinterpret_cast<uintptr_t>(&ipuxl_mpi_exchange_blocks); }
   uintptr_t context() { return reinterpret_cast<uintptr_t>(&x_); }
 
   // For ipuxl.popdist.Communicator.exchange (host-side gathers) and tests:
@@ -253,7 +300,7 @@ PYBIND11_MODULE(_mpi_exchange, m) {
            "The exchange over `comm` (an mpi4py communicator, kept alive); every wait is bounded "
            "by `timeout` seconds, past which the job is aborted.")
       .def_property_readonly("function", &PyExchange::function,
-                             "Address of the C function ipuxl_mpi_exchange.")
+                             "Address of the C function ipuxl_mpi_exchange_blocks (cpp/exec/exchange_abi.h).")
       .def_property_readonly("context", &PyExchange::context,
                              "Address of its context (valid while this object lives).")
       .def("exchange", &PyExchange::exchange, py::arg("send"), py::arg("recv"), py::arg("what"))

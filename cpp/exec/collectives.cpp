@@ -5,6 +5,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "../core/isa.hpp"
+
 namespace ipuxl {
 
 std::vector<std::vector<int>> replica_groups(const CollectiveDesc& c, int replicas) {
@@ -125,16 +127,21 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
           float* o1 = out_of(1);
           // Through a small local buffer: the loop over it vectorises (the
           // buffer aliases nothing), and a chunk is read whole before its
-          // outputs are written, so in-place outputs stay correct.
+          // outputs are written, so in-place outputs stay correct. Compiled
+          // for each ISA level (isa::run).
           auto run = [&](auto f) {
-            constexpr int64_t kTile = 1024;
-            alignas(64) float r[kTile];
-            for (int64_t c0 = 0; c0 < n; c0 += kTile) {
-              const int64_t cnt = std::min(kTile, n - c0);
-              for (int64_t j = 0; j < cnt; ++j) r[j] = f(a[c0 + j], b[c0 + j]);
-              if (o0) std::memcpy(o0 + c0, r, (size_t)cnt * sizeof(float));
-              if (o1) std::memcpy(o1 + c0, r, (size_t)cnt * sizeof(float));
-            }
+            isa::run(
+                [&](int64_t b0, int64_t e0) {
+                  constexpr int64_t kTile = 1024;
+                  alignas(64) float r[kTile];
+                  for (int64_t c0 = b0; c0 < e0; c0 += kTile) {
+                    const int64_t cnt = std::min(kTile, e0 - c0);
+                    for (int64_t j = 0; j < cnt; ++j) r[j] = f(a[c0 + j], b[c0 + j]);
+                    if (o0) std::memcpy(o0 + c0, r, (size_t)cnt * sizeof(float));
+                    if (o1) std::memcpy(o1 + c0, r, (size_t)cnt * sizeof(float));
+                  }
+                },
+                0, n);
           };
           switch (op) {
             case ReduceOp::Add: run([](float x, float y) { return x + y; }); break;
@@ -145,20 +152,37 @@ void run_typed(const CollectiveDesc& c, const std::vector<const uint8_t*>& in_by
           return;
         }
       }
-      // In chunks that stay in cache. Outputs may alias inputs (in place):
-      // element j of an output depends on element j of the inputs only, and
-      // each chunk is reduced before any output of it is written.
-      constexpr int64_t kChunk = 4096;
-      acc.resize((size_t)std::min(n, kChunk));
-      for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-        const int64_t cnt = std::min(kChunk, n - c0);
-        reduce<T>(c.op, ins, n, c0, cnt, acc.data());
-        for (int64_t k = 0; k < g; ++k) {
-          T* out = out_of(k);
-          if (out == nullptr) continue;
-          for (int64_t j = 0; j < cnt; ++j) out[c0 + j] = store<T>(acc[(size_t)j]);
-        }
+      // The outputs written here (others belong to another instance).
+      int64_t first = -1;
+      for (int64_t k = g - 1; k >= 0; --k)
+        if (out_of(k)) first = k;
+      if (first < 0) return;
+      // A group of one: the value itself, unless the operator changes it.
+      if (g == 1 && (c.op == ReduceOp::Add || c.op == ReduceOp::Mean ||
+                     c.op == ReduceOp::Mul || c.op == ReduceOp::Min || c.op == ReduceOp::Max)) {
+        if (n && out_of(0) != ins[0]) std::memmove(out_of(0), ins[0], (size_t)n * sizeof(T));
+        return;
       }
+      // In chunks that stay in cache, compiled for each ISA level (the
+      // widening, accumulating and narrowing loops vectorise). Outputs may
+      // alias inputs (in place): element j of an output depends on element
+      // j of the inputs only, and each chunk is reduced before any output
+      // of it is written. The result is narrowed once, into the first
+      // output, and copied to the others.
+      isa::run(
+          [&](int64_t b0, int64_t e0) {
+            constexpr int64_t kChunk = 2048;
+            alignas(64) acc_t<T> acc[kChunk];
+            T* o = out_of(first);
+            for (int64_t c0 = b0; c0 < e0; c0 += kChunk) {
+              const int64_t cnt = std::min(kChunk, e0 - c0);
+              reduce<T>(c.op, ins, n, c0, cnt, acc);
+              for (int64_t j = 0; j < cnt; ++j) o[c0 + j] = store<T>(acc[j]);
+              for (int64_t k = first + 1; k < g; ++k)
+                if (out_of(k)) std::memcpy(out_of(k) + c0, o + c0, (size_t)cnt * sizeof(T));
+            }
+          },
+          0, n);
       return;
     }
     case CollectiveKind::AllGather: {
@@ -225,33 +249,149 @@ void run_collective(const OpRecord& op, const std::vector<State*>& states) {
   }
 }
 
+namespace {
+
+// The split all-reduce of run_collective_distributed (see collectives.hpp):
+// `groups` all have members on every one of the `instances`; this is
+// instance `me`, holding replicas [me * R, (me + 1) * R).
+void all_reduce_split(const OpRecord& op, const std::vector<State*>& states,
+                      const std::vector<std::vector<int>>& groups, int me, int instances,
+                      const ExchangeFn& exchange, std::vector<uint8_t>& recv) {
+  const int R = (int)states.size();
+  const DType dt = states[0]->refs[(size_t)op.in[0]].dtype;
+  const int64_t n = states[0]->refs[(size_t)op.in[0]].nelms;
+  const size_t es = dtype_size(dt);
+  const int64_t q = (n + instances - 1) / instances;
+  auto lo = [&](int i) { return std::min<int64_t>(n, (int64_t)i * q); };
+  auto cnt = [&](int i) { return std::min<int64_t>(n, (int64_t)(i + 1) * q) - lo(i); };
+  auto in_of = [&](int r) { return states[(size_t)(r - me * R)]->refs[(size_t)op.in[0]].data; };
+  auto out_of = [&](int r) { return states[(size_t)(r - me * R)]->refs[(size_t)op.out[0]].data; };
+  auto home = [&](int r) { return r / R; };
+  const std::string what = op.type + " op '" + op.name + "'";
+
+  // 1. Reduce-scatter's exchange: every local member's slice p goes to
+  // instance p; every remote member's slice `me` comes here. Listed by
+  // peer, then group, then member (ascending): the peer lists the same.
+  size_t remote = 0;
+  for (const auto& g : groups)
+    for (int r : g) remote += home(r) != me;
+  const size_t mine = (size_t)cnt(me) * es;
+  if (recv.size() < remote * mine) recv.resize(remote * mine);
+  std::vector<Block> sends, recvs;
+  size_t at = 0;
+  for (int p = 0; p < instances; ++p) {
+    if (p == me) continue;
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      for (int r : groups[gi]) {
+        if (home(r) == me)
+          sends.push_back({p, in_of(r) + (size_t)lo(p) * es, (size_t)cnt(p) * es});
+        else if (home(r) == p) {
+          recvs.push_back({p, recv.data() + at, mine});
+          at += mine;
+        }
+      }
+  }
+  exchange(sends, recvs, what + " (reduce-scatter)");
+
+  // 2. Reduce slice `me` of each group, every member in rank order, into
+  // the first local member's output (an in-place output is read before it
+  // is written, element by element; run_group's contract).
+  // recvs were listed peer by peer; index them by (group, member).
+  size_t k = 0;
+  std::vector<std::vector<const uint8_t*>> remote_in(groups.size());
+  for (size_t gi = 0; gi < groups.size(); ++gi) remote_in[gi].assign(groups[gi].size(), nullptr);
+  for (int p = 0; p < instances; ++p) {
+    if (p == me) continue;
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      for (size_t j = 0; j < groups[gi].size(); ++j)
+        if (home(groups[gi][j]) == p) remote_in[gi][j] = static_cast<const uint8_t*>(recvs[k++].data);
+  }
+  std::vector<int> first(groups.size(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    std::vector<const uint8_t*> gin;
+    std::vector<uint8_t*> gout;
+    for (size_t j = 0; j < groups[gi].size(); ++j) {
+      const int r = groups[gi][j];
+      const bool local = home(r) == me;
+      gin.push_back(local ? in_of(r) + (size_t)lo(me) * es : remote_in[gi][j]);
+      if (local && first[gi] < 0) {
+        first[gi] = r;
+        gout.push_back(out_of(r) + (size_t)lo(me) * es);
+      } else {
+        gout.push_back(nullptr);
+      }
+    }
+    run_group(op, dt, gin, gout, cnt(me), cnt(me));
+  }
+
+  // 3. All-gather's exchange: slice `me` of each group's result to every
+  // other instance, slice p of it from instance p, straight into the first
+  // local member's output (its slice p was sent in step 1, which has
+  // completed: MPI no longer reads it).
+  sends.clear();
+  recvs.clear();
+  for (int p = 0; p < instances; ++p) {
+    if (p == me) continue;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      uint8_t* o = out_of(first[gi]);
+      sends.push_back({p, o + (size_t)lo(me) * es, mine});
+      recvs.push_back({p, o + (size_t)lo(p) * es, (size_t)cnt(p) * es});
+    }
+  }
+  exchange(sends, recvs, what + " (all-gather)");
+
+  // 4. The other local members' outputs: copies of the first's (their
+  // inputs were last read in steps 1-2).
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const uint8_t* o = out_of(first[gi]);
+    for (int r : groups[gi])
+      if (home(r) == me && r != first[gi] && n) std::memcpy(out_of(r), o, (size_t)n * es);
+  }
+}
+
+}  // namespace
+
 void run_collective_distributed(const OpRecord& op, const std::vector<State*>& states,
                                 int offset, int total, const ExchangeFn& exchange,
-                                std::vector<uint8_t>& send, std::vector<uint8_t>& recv) {
+                                std::vector<uint8_t>& recv) {
   const int R = (int)states.size();
+  const int instances = total / R, me = offset / R;
   const auto groups = replica_groups(op.collective, total);
   const TensorRef& in0 = states[0]->refs[(size_t)op.in[0]];
   const int64_t n = in0.nelms;
   const int64_t m = states[0]->refs[(size_t)op.out[0]].nelms;
   const size_t item = (size_t)n * dtype_size(in0.dtype);
-  bool crosses = false;
-  for (const auto& members : groups)
-    for (int r : members) crosses = crosses || r / R != members[0] / R;
+  bool crosses = false, everywhere = true;
+  for (const auto& members : groups) {
+    std::vector<char> has((size_t)instances, 0);
+    for (int r : members) {
+      crosses = crosses || r / R != members[0] / R;
+      has[(size_t)(r / R)] = 1;
+    }
+    for (char h : has) everywhere = everywhere && h;
+  }
+  if (crosses && everywhere && op.collective.kind == CollectiveKind::AllReduce &&
+      item >= kSplitAllReduceBytes && !dtype_is_fp8(in0.dtype)) {
+    all_reduce_split(op, states, groups, me, instances, exchange, recv);
+    return;
+  }
   auto local = [&](int r) { return r >= offset && r < offset + R; };
-  // Other instances' inputs land in `recv` (this instance's block of it is
-  // not written: local members read their own states).
+  // Other instances' inputs land in `recv` at their global replica's block
+  // (this instance's blocks are not written: local members read their own
+  // states). One message per replica and peer, no packing.
   uint8_t* all = nullptr;
   if (crosses) {
-    const uint8_t* mine = states[0]->refs[(size_t)op.in[0]].data;
-    if (R > 1) {  // one contiguous block to send
-      if (send.size() < (size_t)R * item) send.resize((size_t)R * item);
-      for (int r = 0; r < R; ++r)
-        if (item) std::memcpy(send.data() + (size_t)r * item, states[(size_t)r]->refs[(size_t)op.in[0]].data, item);
-      mine = send.data();
-    }
     if (recv.size() < (size_t)total * item) recv.resize((size_t)total * item);
     all = recv.data();
-    exchange(mine, (size_t)R * item, all, op.type + " op '" + op.name + "'");
+    std::vector<Block> sends, recvs;
+    for (int p = 0; p < instances; ++p) {
+      if (p == me) continue;
+      for (int k = 0; k < R; ++k) {
+        sends.push_back({p, states[(size_t)k]->refs[(size_t)op.in[0]].data, item});
+        recvs.push_back({p, all + (size_t)(p * R + k) * item, item});
+      }
+    }
+    exchange(sends, recvs, op.type + " op '" + op.name + "'");
   }
   for (const auto& members : groups) {
     bool any = false;

@@ -304,8 +304,7 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
         std::vector<State*> all;
         for (auto& s : states_) all.push_back(s.get());
         if (dist_total_ > 0)
-          run_collective_distributed(op, all, dist_offset_, dist_total_, exchange_, dist_send_,
-                                     dist_recv_);
+          run_collective_distributed(op, all, dist_offset_, dist_total_, exchange_, dist_recv_);
         else run_collective(op, all);
         ++pc;
         break;

@@ -125,7 +125,7 @@ class Engine {
   int dist_offset_ = 0;
   int dist_total_ = 0;  // 0: not distributed
   ExchangeFn exchange_;
-  std::vector<uint8_t> dist_send_, dist_recv_;  // exchange buffers, reused
+  std::vector<uint8_t> dist_recv_;  // the exchange's receive buffer, reused
 };
 
 }  // namespace ipuxl

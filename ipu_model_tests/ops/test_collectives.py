@@ -114,6 +114,53 @@ def test_all_reduce_every_operator(R, stride, gsize, dtype):
                                            err_msg=f"{op} inplace={inplace} replica {r}")
 
 
+
+@pytest.mark.parametrize("R,stride,gsize", [(4, 1, 1), (4, 1, 2), (4, 2, 2), (4, 1, 4), (3, 1, 3)])
+@pytest.mark.parametrize("dtype", [popxl.float32, popxl.float16, popxl.int32])
+def test_all_reduce_bits_over_chunks(R, stride, gsize, dtype):
+    """Long tensors (several of the reduction's chunks, a ragged last one):
+    every output holds the bits of the member-order fold in double (int64
+    for integers), rounded once (float16 through float32, as the core
+    narrows), in place or not, for groups of 1 to 4."""
+    n = 5003
+    rng = np.random.default_rng(3)
+    if dtype == popxl.int32:
+        x = rng.integers(-1000, 1000, size=(R, n)).astype(np.int32)
+    else:
+        x = rng.uniform(0.5, 1.5, (R, n)).astype(dtype.as_numpy())
+    ops_ = ["add", "mul", "min", "max", "square_add"] + ([] if dtype == popxl.int32 else ["mean"])
+    ir = popxl.Ir(replication=R)
+    with ir.main_graph:
+        g = ir.replica_grouping(stride, gsize)
+        s = popxl.h2d_stream((n,), dtype, name="x")
+        t = ops.host_load(s)
+        outs = {}
+        for op in ops_:
+            for inplace in (False, True):
+                y = (C.replicated_all_reduce_ if inplace else C.replicated_all_reduce)(
+                    t + 0 if inplace else t, op, g)
+                o = popxl.d2h_stream(y.shape, y.dtype)
+                ops.host_store(o, y)
+                outs[(op, inplace)] = o
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run({s: x})
+    w = x.astype(np.int64 if dtype == popxl.int32 else np.float64)
+    for (op, inplace), o in outs.items():
+        y = got[o].reshape(R, n)
+        for mem in members_of(g.assignment):
+            v = w[mem[0]] * w[mem[0]] if op == "square_add" else w[mem[0]].copy()
+            for r in mem[1:]:
+                v = {"add": v + w[r], "mean": v + w[r], "mul": v * w[r], "min": np.minimum(v, w[r]),
+                     "max": np.maximum(v, w[r]), "square_add": v + w[r] * w[r]}[op]
+            if op == "mean":
+                v = v / len(mem)
+            if dtype == popxl.float16:
+                v = v.astype(np.float32)
+            want = v.astype(dtype.as_numpy())
+            for r in mem:
+                np.testing.assert_array_equal(y[r].view(np.uint8), want.view(np.uint8),
+                                              err_msg=f"{op} inplace={inplace} replica {r}")
+
 @pytest.mark.parametrize("R,stride,gsize", GROUPINGS)
 @pytest.mark.parametrize("dtype", [popxl.float32, popxl.float16, popxl.int32])
 def test_all_gather_modes(R, stride, gsize, dtype):

@@ -295,6 +295,106 @@ def test_collectives_across_instances_match_numpy(tmp_path, total, exchange):
     assert int(found[0][1]) >= (60 if total == 4 else 20)
 
 
+LARGE_ALL_REDUCE = textwrap.dedent("""
+    import os
+    import numpy as np
+    import popxl, popxl.ops as ops
+    import popdist
+    from ipuxl._core_loader import core
+
+    # All-reduces large enough for the split path between instances (each
+    # instance reduces its slice, then the slices are all-gathered; sizes
+    # that do not divide by the instances) and small ones (every instance
+    # reduces everything), in place and not, over groupings that cross
+    # instances: the bits of the member-order fold in double (int64 for
+    # integers) that one process computes, rounded once.
+    ir = popxl.Ir(replication="popdist")
+    G, R, off = ir.replication_factor, ir.instance_replication_factor, popdist.getReplicaIndexOffset()
+    rng = np.random.default_rng(11)
+    groupings = [("all", None)]
+    if G == 4:
+        groupings += [("stride2", ir.replica_grouping(stride=2, group_size=2)),
+                      ("stride1", ir.replica_grouping(group_size=2))]
+    feeds, cases, calls = {{}}, [], 0
+    with ir.main_graph:
+        for dt, npd in ((popxl.float32, np.float32), (popxl.float16, np.float16),
+                        (popxl.int32, np.int32)):
+            for n in (3, 4096, 70001):  # 70001: split for the three dtypes
+                if dt == popxl.int32:
+                    x = rng.integers(-1000, 1000, size=(G, n)).astype(npd)
+                else:  # near 1, so that products of 4 stay in range
+                    x = rng.uniform(0.5, 1.5, size=(G, n)).astype(npd)
+                xs = popxl.h2d_stream((n,), dt, f"x_{{dt.name}}_{{n}}")
+                feeds[xs] = x[off:off + R] if R > 1 else x[off]
+                loaded = ops.host_load(xs)
+                w = x.astype(np.int64 if dt == popxl.int32 else np.float64)
+                for gname, rg in groupings:
+                    a = rg.assignment if rg is not None else [0] * G
+                    for op in ("add", "mean", "mul", "min", "max", "square_add"):
+                        if dt == popxl.int32 and op == "mean":
+                            continue
+                        for inplace in (False, True):
+                            t = ops.identity(loaded) if inplace else loaded
+                            y = (ops.collectives.replicated_all_reduce_ if inplace else
+                                 ops.collectives.replicated_all_reduce)(t, op, rg)
+                            s = popxl.d2h_stream(y.shape, y.dtype,
+                                                 f"ar_{{op}}_{{dt.name}}_{{n}}_{{gname}}_{{inplace}}")
+                            ops.host_store(s, y)
+                            want = np.empty_like(w)
+                            for g in set(a):
+                                m = [r for r in range(G) if a[r] == g]
+                                v = w[m[0]] * w[m[0]] if op == "square_add" else w[m[0]].copy()
+                                for r in m[1:]:
+                                    v = {{"add": v + w[r], "mean": v + w[r], "mul": v * w[r],
+                                         "min": np.minimum(v, w[r]), "max": np.maximum(v, w[r]),
+                                         "square_add": v + w[r] * w[r]}}[op]
+                                if op == "mean":
+                                    v = v / len(m)
+                                want[m] = v
+                            if dt == popxl.float16:  # the core rounds via float32
+                                want = want.astype(np.float32)
+                            cases.append((s, want.astype(npd),
+                                          f"{{op}} {{dt.name}} {{n}} {{gname}} {{inplace}}"))
+                            # Exchanges it makes: none when no group crosses
+                            # instances; two when split (split_all_reduce_bytes
+                            # and more per replica, every
+                            # group on every instance); else one.
+                            homes = [{{r // R for r in range(G) if a[r] == g}} for g in set(a)]
+                            if any(len(h) > 1 for h in homes):
+                                split = all(len(h) == G // R for h in homes)
+                                calls += 2 if split and n * x.itemsize >= core.split_all_reduce_bytes \\
+                                    else 1
+    c = popdist.communicator()
+    count = lambda: c.native.calls if c.native is not None else c.calls
+    with popxl.Session(ir, "ipu_model") as sess:
+        before = count()
+        out = sess.run(feeds)
+        assert count() - before == calls, (count() - before, calls)
+    for s, want, what in cases:
+        got = out[s].reshape((R,) + want.shape[1:])
+        np.testing.assert_array_equal(got.view(np.uint8), want[off:off + R].view(np.uint8),
+                                      err_msg=str(what))
+    os.write(1, f"OK instance {{popdist.getInstanceIndex()}}: {{len(cases)}} all-reduces\\n".encode())
+""")
+
+
+@needs_mpi
+@pytest.mark.parametrize("instances,total", [(2, 2), (2, 4), (4, 4)])
+def test_large_all_reduces_across_instances_are_bit_exact(tmp_path, instances, total, exchange):
+    """The split all-reduce between instances (reduce-scatter, then
+    all-gather of the reduced slices) and the small one give the bits of
+    one process's member-order fold, on both exchanges, for every reduction
+    operator, float32 / float16 / int32, in place or not, sizes that do not
+    divide by the instances, groupings that cross instances (and one that
+    does not, at 2 instances), over 2 and 4 instances."""
+    script = tmp_path / "large_all_reduce.py"
+    script.write_text(LARGE_ALL_REDUCE.format())
+    r = _poprun(script, instances, total, **exchange)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = re.findall(r"OK instance (\d): (\d+) all-reduces", r.stdout)
+    assert sorted(i for i, _ in found) == [str(i) for i in range(instances)], r.stdout + r.stderr
+    assert int(found[0][1]) == 3 * 17 * 2 * (3 if total == 4 else 1), r.stdout
+
 @needs_mpi
 @pytest.mark.parametrize("total", [2, 4])
 def test_training_on_two_instances_matches_one_process(tmp_path, total, exchange):

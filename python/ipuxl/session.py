@@ -171,7 +171,7 @@ class Session:
             engine.set_distributed_native(lay.offset, lay.total, comm.native.function,
                                           comm.native.context, comm.native)
         else:
-            engine.set_distributed(lay.offset, lay.total, comm.exchange)
+            engine.set_distributed(lay.offset, lay.total, comm.exchange_blocks)
         return GlobalReplicas(engine, lay, comm)
 
     def _prefetch_other_instances(self) -> None:

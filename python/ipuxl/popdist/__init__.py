@@ -320,17 +320,6 @@ class Communicator:
             return self.native.exchange(send, recv, what)
         self._exchange_mpi4py(send, recv, n, what)
 
-    def exchange_mpi4py(self, send, recv, what: str = "exchange") -> None:
-        """:meth:`exchange` through mpi4py even where the C exchange is
-        used (the fallback path, for benchmarks that compare the two).
-        Collective, like :meth:`exchange`: every instance calls the same."""
-        send = memoryview(send).cast("B")
-        recv = memoryview(recv).cast("B")
-        if recv.nbytes != send.nbytes * self.size:
-            raise ValueError(f"popdist: {what}: {recv.nbytes} receive bytes for {self.size} "
-                             f"instances of {send.nbytes} bytes")
-        self._exchange_mpi4py(send, recv, send.nbytes, what)
-
     def _exchange_mpi4py(self, send, recv, n: int, what: str) -> None:
         if self.size == 1 or n == 0:
             return self._barrier(what) if n == 0 and self.size > 1 else None
@@ -343,6 +332,28 @@ class Communicator:
         for p in range(self.size):
             if p != self.rank:
                 reqs.append(self.comm.Isend([send, B], dest=p, tag=self._TAG))
+        self._wait(reqs, what)
+
+    def exchange_blocks(self, sends, recvs, what: str = "exchange") -> None:
+        """The engine's exchange on the mpi4py path: ``sends`` and ``recvs``
+        are lists of ``(peer instance, buffer)``; every send goes to its
+        peer, every receive is filled from its peer, and the call returns
+        when all are done. Messages between two instances match in list
+        order (the peer lists its side of them in the same order); a 0-byte
+        message still pairs the two. The C exchange
+        (``ipuxl._mpi_exchange``) posts the same messages."""
+        self.calls += 1
+        if self.size == 1:
+            return
+        B = self.MPI.BYTE
+        for peer, _ in list(sends) + list(recvs):
+            if not 0 <= peer < self.size or peer == self.rank:
+                raise ValueError(f"popdist: {what}: a message to or from instance {peer} (this "
+                                 f"is instance {self.rank} of {self.size})")
+        reqs = [self.comm.Irecv([memoryview(buf).cast("B"), B], source=peer, tag=self._TAG)
+                for peer, buf in recvs]
+        reqs += [self.comm.Isend([memoryview(buf).cast("B"), B], dest=peer, tag=self._TAG)
+                 for peer, buf in sends]
         self._wait(reqs, what)
 
     def _barrier(self, what: str) -> None:
