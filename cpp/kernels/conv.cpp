@@ -836,7 +836,15 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
         for (int64_t ow = 0; ow < t.OW;) {
           const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
           const float* base = brow + ow;
-          if (nv >= NSMAX) {
+          if (NSMAX > 2 && nv == NSMAX + 1) {
+            // two strips of 2 rather than NSMAX and a lone vector, whose MB
+            // accumulator chains (4 at AVX2) are too few to hide the
+            // multiply-add latency: a 28-wide row at AVX2 (4 vectors), a
+            // 56-wide one at AVX-512
+            direct_strip<V, 2, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, 2 * V, spill,
+                                   add);
+            ow += 2 * V;
+          } else if (nv >= NSMAX) {
             const int64_t nw = std::min<int64_t>(left, NSMAX * V);
             direct_strip<V, NSMAX, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
             ow += NSMAX * V;
@@ -930,6 +938,17 @@ void direct_task_run(const DirectTask& t) {
   direct_task_base(t);
 }
 
+// d[j] = s[j * stride] for j < n (one column phase of a padded row). The
+// stride-2 loop has a constant stride and unaliased pointers, so the
+// compiler turns it into vector loads and shuffles.
+void strided_copy(const float* __restrict s, float* __restrict d, int64_t n, int64_t stride) {
+  if (stride == 2) {
+    for (int64_t j = 0; j < n; ++j) d[j] = s[2 * j];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) d[j] = s[j * stride];
+}
+
 // Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
 // op's weights); with `flipped`, g is data_grad_as_forward of a convolution
 // and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
@@ -992,9 +1011,13 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   // split or the thread count.
   const int64_t images = g.N * g.G, T = num_threads();
   const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  // Up to 4 chunks per thread, claimed in turn: a thread that another
+  // process delays for a while no longer holds up a fixed half of the work
+  // (the units of a chunk run in order; chunks never share an element).
   const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
-  parallel_for(images * split, std::max<int64_t>(1, 65536 / work_per_unit),
-               [&](int64_t u0, int64_t u1) {
+  const int64_t units = images * split;
+  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 4 * T);
+  parallel_for_chunks(units, chunks, [&](int64_t u0, int64_t u1) {
     const size_t pad_n = (size_t)(g.Cg * PH * sw * PWj + slack);
     LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
@@ -1025,12 +1048,17 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
               std::fill(row + j1, row + PWj, 0.0f);
               continue;
             }
+            // phase q, column j reads input column j*sw + q - pad_w: zeros
+            // outside [j0, j1), a branch-free strided copy inside (the
+            // per-element bounds test cost as much as the stem's products)
             for (int64_t q = 0; q < sw; ++q) {
               float* dst = row + q * PWj;
-              for (int64_t j = 0; j < PWj; ++j) {
-                const int64_t iw = j * sw + q - g.pad[2];
-                dst[j] = iw >= 0 && iw < IW ? src[iw] : 0.0f;
-              }
+              const int64_t lo = g.pad[2] - q, hi = IW + g.pad[2] - q;  // j*sw in [lo, hi)
+              const int64_t j0 = std::min<int64_t>(PWj, lo <= 0 ? 0 : (lo + sw - 1) / sw);
+              const int64_t j1 = std::max<int64_t>(j0, std::min<int64_t>(PWj, hi <= 0 ? 0 : (hi + sw - 1) / sw));
+              std::fill(dst, dst + j0, 0.0f);
+              strided_copy(src + (j0 * sw + q - g.pad[2]), dst + j0, j1 - j0, sw);
+              std::fill(dst + j1, dst + PWj, 0.0f);
             }
           }
         std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
