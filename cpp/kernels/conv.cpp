@@ -19,6 +19,9 @@
 //      once per call as [ic*kh*kw][channel block], one broadcast each)
 //      accumulate in registers over the whole reduction, in chunks of 16
 //      input channels for long ones (partial sums kept in the output);
+//      short reductions (C/G x kernel <= 64) copy the image instead into
+//      column-unfolded planes (one per channel, kernel column and row phase;
+//      see direct_task_cols), so strips run over the whole output plane;
 //    - data gradient of a unit-stride convolution: the same forward kernel
 //      on dy, with the weights transposed per group and the taps reversed
 //      (packed that way, no flipped copy), padded by reach - pad;
@@ -47,7 +50,8 @@
 //    sums for the weight gradient: kWgradParts).
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
-// IPUXL_CONV_NO_TAP=1 turns the tap products off, for comparisons.
+// IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the
+// column-unfolded form (short reductions then pad rows), for comparisons.
 //
 // Types: float32; float16 computes in float32 and rounds once; with a third
 // input (an int32 scalar log2_scale) the operands are float8_143/152 (both
@@ -813,7 +817,8 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
 }
 
 // One task's output rows: strips of up to NSMAX vectors, MB channels at a
-// time (the last strip of a row takes as few vectors as cover it). Rows are
+// time (the last strip of a row takes as few vectors as cover it, and NSMAX
+// + 1 vectors left go as 2 + 2). Rows are
 // written in increasing order, so every row but a channel's last may spill
 // its last strip into the next (see direct_strip). Long reductions run in
 // chunks of taps of kDirectChunkC input channels over all rows, the partial
