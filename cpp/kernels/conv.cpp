@@ -1048,9 +1048,13 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t V = direct_v(), reach_w = (kw_n - 1) * g.dil[2];
   // Short reductions: the column-unfolded form (direct_task_cols), whose
   // planes are CPH rows of OW per (channel, kernel column, row phase).
+  // Its copy is Cg*KW floats per output position: a wide kernel row on a
+  // large image (1x64 over 1000x1000) would make it 256 MB, so past 8 MB
+  // per task the row-padded form runs.
   const int64_t sh = g.stride[1];
-  const bool cols = K <= kDirectMaxK && std::getenv("IPUXL_CONV_NO_COLS") == nullptr;
   const int64_t CPH = OH + (kh_n - 1) * g.dil[1] / sh;
+  const bool cols = K <= kDirectMaxK && g.Cg * kw_n * sh * CPH * OW <= (int64_t(1) << 21) &&
+                    std::getenv("IPUXL_CONV_NO_COLS") == nullptr;
   const bool flat = !cols && g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
   const int64_t PWj = flat ? OW + reach_w
                            : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;

@@ -416,3 +416,15 @@ def test_conv_column_unfolded_form_with_inf_and_nan():
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
     fin = np.isfinite(want)
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_short_reduction_too_large_to_unfold():
+    """A wide kernel row over a large image (1x33 over 200x1000: the
+    column-unfolded planes would be 26 MB per image) runs on the row-padded
+    form instead; the value agrees with PyTorch."""
+    x = RNG.standard_normal((1, 1, 200, 1000)).astype(np.float32)
+    w = RNG.standard_normal((4, 1, 1, 33)).astype(np.float32)
+    got = run_fn(lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0)), x, w)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = F.conv2d(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
