@@ -19,6 +19,9 @@
 //      once per call as [ic*kh*kw][channel block], one broadcast each)
 //      accumulate in registers over the whole reduction, in chunks of 16
 //      input channels for long ones (partial sums kept in the output);
+//      short reductions (C/G x kernel <= 64) copy the image instead into
+//      column-unfolded planes (one per channel, kernel column and row phase;
+//      see direct_task_cols), so strips run over the whole output plane;
 //    - data gradient of a unit-stride convolution: the same forward kernel
 //      on dy, with the weights transposed per group and the taps reversed
 //      (packed that way, no flipped copy), padded by reach - pad;
@@ -47,7 +50,8 @@
 //    sums for the weight gradient: kWgradParts).
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
-// IPUXL_CONV_NO_TAP=1 turns the tap products off, for comparisons.
+// IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the
+// column-unfolded form (short reductions then pad rows), for comparisons.
 //
 // Types: float32; float16 computes in float32 and rounds once; with a third
 // input (an int32 scalar log2_scale) the operands are float8_143/152 (both
@@ -756,6 +760,10 @@ struct DirectTask {
   int64_t pitch;
   float* ys;
   int64_t ys_ld;
+  // Column-unfolded form (short reductions, see direct_task_cols): `pad`
+  // holds per (channel, kernel column, row phase) planes OW wide, so every
+  // tap reads the output plane's positions contiguously.
+  bool cols = false;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -809,7 +817,8 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
 }
 
 // One task's output rows: strips of up to NSMAX vectors, MB channels at a
-// time (the last strip of a row takes as few vectors as cover it). Rows are
+// time (the last strip of a row takes as few vectors as cover it, and NSMAX
+// + 1 vectors left go as 2 + 2). Rows are
 // written in increasing order, so every row but a channel's last may spill
 // its last strip into the next (see direct_strip). Long reductions run in
 // chunks of taps of kDirectChunkC input channels over all rows, the partial
@@ -836,7 +845,15 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
         for (int64_t ow = 0; ow < t.OW;) {
           const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
           const float* base = brow + ow;
-          if (nv >= NSMAX) {
+          if (NSMAX > 2 && nv == NSMAX + 1) {
+            // two strips of 2 rather than NSMAX and a lone vector, whose MB
+            // accumulator chains (4 at AVX2) are too few to hide the
+            // multiply-add latency: a 28-wide row at AVX2 (4 vectors), a
+            // 56-wide one at AVX-512
+            direct_strip<V, 2, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, 2 * V, spill,
+                                   add);
+            ow += 2 * V;
+          } else if (nv >= NSMAX) {
             const int64_t nw = std::min<int64_t>(left, NSMAX * V);
             direct_strip<V, NSMAX, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
             ow += NSMAX * V;
@@ -883,9 +900,47 @@ __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t)
   }
 }
 
+// The column-unfolded form for short reductions (C/G x kernel <= 64: MNIST's
+// 5x5 1->32 layer, a 3-channel stem at stride 2): the image is copied once
+// per kernel column kw and row phase a (of the row stride sh) into planes
+// X[c][kw][a][i][ow] = padded x[i*sh + a][ow*sw + kw*dw], OW wide, so tap
+// (c, kh, kw) reads output position p = oh*OW + ow at a fixed offset plus p.
+// Strips then run over the whole output plane: no lane is wasted at row ends
+// (a 28-wide row is 28 lanes, not 32; 56-wide at stride 2 not 64) and each
+// vector stores straight into y. The copy is Cg*KW floats per position, a
+// few percent of the K * MB multiply-adds per position.
+template <int V, int NSMAX, int MB>
+__attribute__((always_inline)) inline void direct_task_cols(const DirectTask& t) {
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  // Channel blocks innermost: a strip's inputs (K taps x NSMAX vectors) and
+  // all the blocks' weights stay in L1 while every block uses them (blocks
+  // outermost streamed the planes from L2 once per block).
+  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
+    const int64_t k1 = std::min(t.K, k0 + chunk);
+    const bool add = k0 > 0;
+    for (int64_t p = 0; p < plane;) {
+      const int64_t left = plane - p, nv = (left + V - 1) / V;
+      // strip shape as in direct_task: 2 + 2 rather than NSMAX + a lone vector
+      const int ns = NSMAX > 2 && nv == NSMAX + 1 ? 2 : nv >= NSMAX ? NSMAX : NSMAX > 2 && nv == 2 ? 2 : 1;
+      const int64_t nw = std::min<int64_t>(left, ns * V);
+      for (int64_t mb = 0; mb < mblocks; ++mb) {
+        const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
+        const float* w = t.w + mb * t.K * MB;
+        float* y = t.y + mb * MB * plane + p;
+        if (ns == NSMAX) direct_strip<V, NSMAX, MB>(t.pad + p, t.offs, w, k0, k1, y, plane, nm, nw, false, add);
+        else if (ns == 2) direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(t.pad + p, t.offs, w, k0, k1, y, plane, nm, nw, false, add);
+        else direct_strip<V, 1, MB>(t.pad + p, t.offs, w, k0, k1, y, plane, nm, nw, false, add);
+      }
+      p += ns * V;
+    }
+  }
+}
+
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task_any(const DirectTask& t) {
-  if (t.flat) direct_task_flat<V, NSMAX, MB>(t);
+  if (t.cols) direct_task_cols<V, NSMAX, MB>(t);
+  else if (t.flat) direct_task_flat<V, NSMAX, MB>(t);
   else direct_task<V, NSMAX, MB>(t);
 }
 
@@ -930,6 +985,50 @@ void direct_task_run(const DirectTask& t) {
   direct_task_base(t);
 }
 
+// d[j] = s[j * stride] for j < n (one column phase of a padded row). The
+// stride-2 loop has a constant stride and unaliased pointers, so the
+// compiler turns it into vector loads and shuffles.
+void strided_copy(const float* __restrict s, float* __restrict d, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    if (n > 0) std::memcpy(d, s, sizeof(float) * (size_t)n);
+    return;
+  }
+  if (stride == 2) {
+    for (int64_t j = 0; j < n; ++j) d[j] = s[2 * j];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) d[j] = s[j * stride];
+}
+
+// The column-unfolded planes of one image and group (see direct_task_cols):
+// buf[((c*KW + kw)*sh + a)*CPH + i][ow] = x[c][i*sh + a - pad_h][ow*sw +
+// kw*dw - pad_w], zero outside the image. Every float of the planes is
+// written.
+void fill_cols(const Geom& g, const float* x, int64_t CPH, float* buf) {
+  const int64_t IH = g.in[1], IW = g.in[2], OW = g.out[2], KW = g.k[2];
+  const int64_t sh = g.stride[1], sw = g.stride[2];
+  for (int64_t c = 0; c < g.Cg; ++c)
+    for (int64_t kw = 0; kw < KW; ++kw) {
+      // output column ow reads input column ow*sw + kw*dw - pad_w: inside
+      // the image for ow in [j0, j1)
+      const int64_t lo = g.pad[2] - kw * g.dil[2], hi = IW + lo;  // ow*sw in [lo, hi)
+      const int64_t j0 = std::min<int64_t>(OW, lo <= 0 ? 0 : (lo + sw - 1) / sw);
+      const int64_t j1 = std::max<int64_t>(j0, std::min<int64_t>(OW, hi <= 0 ? 0 : (hi + sw - 1) / sw));
+      for (int64_t a = 0; a < sh; ++a)
+        for (int64_t i = 0; i < CPH; ++i) {
+          float* dst = buf + (((c * KW + kw) * sh + a) * CPH + i) * OW;
+          const int64_t ih = i * sh + a - g.pad[1];
+          if (ih < 0 || ih >= IH) {
+            std::fill(dst, dst + OW, 0.0f);
+            continue;
+          }
+          std::fill(dst, dst + j0, 0.0f);
+          strided_copy(x + (c * IH + ih) * IW + (j0 * sw - lo), dst + j0, j1 - j0, sw);
+          std::fill(dst + j1, dst + OW, 0.0f);
+        }
+    }
+}
+
 // Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
 // op's weights); with `flipped`, g is data_grad_as_forward of a convolution
 // and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
@@ -947,7 +1046,16 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
   // The flat form (direct_task_flat) when it wastes fewer lanes per row.
   const int64_t V = direct_v(), reach_w = (kw_n - 1) * g.dil[2];
-  const bool flat = g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
+  // Short reductions: the column-unfolded form (direct_task_cols), whose
+  // planes are CPH rows of OW per (channel, kernel column, row phase).
+  // Its copy is Cg*KW floats per output position: a wide kernel row on a
+  // large image (1x64 over 1000x1000) would make it 256 MB, so past 8 MB
+  // per task the row-padded form runs.
+  const int64_t sh = g.stride[1];
+  const int64_t CPH = OH + (kh_n - 1) * g.dil[1] / sh;
+  const bool cols = K <= kDirectMaxK && g.Cg * kw_n * sh * CPH * OW <= (int64_t(1) << 21) &&
+                    std::getenv("IPUXL_CONV_NO_COLS") == nullptr;
+  const bool flat = !cols && g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
   const int64_t PWj = flat ? OW + reach_w
                            : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
   // flat strips read up to 3 vectors of the widest level past the last row
@@ -960,8 +1068,10 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
     for (int64_t c = 0; c < g.Cg; ++c)
       for (int64_t kh = 0; kh < kh_n; ++kh)
         for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
-          offs[(size_t)k] = ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
-                            (kw * g.dil[2]) / sw;
+          offs[(size_t)k] =
+              cols ? (((c * kw_n + kw) * sh + (kh * g.dil[1]) % sh) * CPH + (kh * g.dil[1]) / sh) * OW
+                   : ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                         (kw * g.dil[2]) / sw;
   }
   // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
   // zeros past the group's channels), packed once per call.
@@ -992,10 +1102,16 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   // split or the thread count.
   const int64_t images = g.N * g.G, T = num_threads();
   const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  // Up to 4 chunks per thread, claimed in turn: a thread that another
+  // process delays for a while no longer holds up a fixed half of the work
+  // (the units of a chunk run in order; chunks never share an element).
   const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
-  parallel_for(images * split, std::max<int64_t>(1, 65536 / work_per_unit),
-               [&](int64_t u0, int64_t u1) {
-    const size_t pad_n = (size_t)(g.Cg * PH * sw * PWj + slack);
+  const int64_t units = images * split;
+  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 4 * T);
+  parallel_for_chunks(units, chunks, [&](int64_t u0, int64_t u1) {
+    // (cols: strips read up to 3 vectors of the widest level past a plane)
+    const size_t pad_n = cols ? (size_t)(g.Cg * kw_n * sh * CPH * OW + 3 * kDirectPadV)
+                              : (size_t)(g.Cg * PH * sw * PWj + slack);
     LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
@@ -1006,6 +1122,10 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
         padded = img;
         // every float of the buffer is written: zeros around the image
         const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
+        if (cols) {
+          fill_cols(g, src_img, CPH, pad.data());
+          std::fill(pad.data() + (pad_n - 3 * kDirectPadV), pad.data() + pad_n, 0.0f);
+        } else
         for (int64_t c = 0; c < g.Cg; ++c)
           for (int64_t r = 0; r < PH; ++r) {
             const int64_t ih = r - g.pad[1];
@@ -1025,20 +1145,25 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
               std::fill(row + j1, row + PWj, 0.0f);
               continue;
             }
+            // phase q, column j reads input column j*sw + q - pad_w: zeros
+            // outside [j0, j1), a branch-free strided copy inside (the
+            // per-element bounds test cost as much as the stem's products)
             for (int64_t q = 0; q < sw; ++q) {
               float* dst = row + q * PWj;
-              for (int64_t j = 0; j < PWj; ++j) {
-                const int64_t iw = j * sw + q - g.pad[2];
-                dst[j] = iw >= 0 && iw < IW ? src[iw] : 0.0f;
-              }
+              const int64_t lo = g.pad[2] - q, hi = IW + g.pad[2] - q;  // j*sw in [lo, hi)
+              const int64_t j0 = std::min<int64_t>(PWj, lo <= 0 ? 0 : (lo + sw - 1) / sw);
+              const int64_t j1 = std::max<int64_t>(j0, std::min<int64_t>(PWj, hi <= 0 ? 0 : (hi + sw - 1) / sw));
+              std::fill(dst, dst + j0, 0.0f);
+              strided_copy(src + (j0 * sw + q - g.pad[2]), dst + j0, j1 - j0, sw);
+              std::fill(dst + j1, dst + PWj, 0.0f);
             }
           }
-        std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
+        if (!cols) std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
       }
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
                    Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
-                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld};
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols};
       direct_task_run(t);
     }
   });

@@ -61,6 +61,10 @@ CONV_CASES = [
     ((1, 4, 9, 50), (10, 2, 3, 3), (1, 1), (0, 2, 1, 0), (2, 3), 2),
     ((2, 2, 7, 40), (7, 2, 1, 5), (1, 3), (0, 0, 3, 1), (1, 2), 1),
     ((1, 1, 5, 103), (9, 1, 2, 7), (1, 1), (1, 3, 0, 2), (1, 1), 1),
+    # stride 2 at both column phases' edges: no / 2 columns of begin padding,
+    # more at the end, odd and even widths, dilation (the de-interleaving copy)
+    ((2, 3, 13, 33), (8, 3, 3, 3), (2, 2), (0, 2, 1, 3), (1, 1), 1),
+    ((1, 2, 10, 34), (5, 2, 3, 4), (2, 2), (2, 0, 0, 1), (1, 2), 1),
     # output rows in several L2-sized blocks: one large image, and per image
     ((1, 64, 40, 40), (8, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((4, 32, 30, 30), (4, 32, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
@@ -112,6 +116,7 @@ def test_conv_value_and_grad(xs, ws, stride, pads, dil, groups):
     ((3, 8, 9, 37), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # direct weight grad
     ((6, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
     ((4, 3, 23, 45), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # short, strided
+    ((2, 16, 20, 40), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # chunks split images
     ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),    # taps, narrow
     ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),        # batched
 ])
@@ -361,3 +366,65 @@ def test_pool_auto_pad_and_errors():
             ops.max_pool(t, (2, 2), padding=(2, 2, 2, 2))
         with pytest.raises(TypeError, match="average_pool: .*int32"):
             ops.average_pool(popxl.variable(np.zeros((1, 1, 4, 4), np.int32)), (2, 2))
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
+    ((3, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
+    ((2, 3, 30, 30), (20, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # stem, stride 2
+    ((2, 2, 17, 40), (7, 2, 3, 2), (3, 2), (2, 0, 1, 3), (2, 3), 1),      # row phases of 3
+    ((2, 4, 9, 21), (6, 2, 2, 3), (1, 1), (0, 1, 1, 0), (1, 1), 2),       # groups, odd plane
+    ((3, 2, 45), (5, 2, 5), (2,), (2, 1), (1,), 1),                        # 1-D
+])
+def test_conv_column_unfolded_form(monkeypatch, xs, ws, stride, pads, dil, groups):
+    """Short reductions run on the column-unfolded direct form: value and
+    both gradients agree with PyTorch, and are the same bits as the
+    row-padded direct form (IPUXL_CONV_NO_COLS=1), which sums every output
+    element over the same taps in the same order."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    monkeypatch.setenv("IPUXL_CONV_NO_COLS", "1")
+    outs_rows, grads_rows = grads_of(fn, x, w)
+    np.testing.assert_array_equal(outs[0], outs_rows[0])
+    np.testing.assert_array_equal(grads[0], grads_rows[0])
+    np.testing.assert_array_equal(grads[1], grads_rows[1])
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, stride, pads, dil, groups), x, w)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[0], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=5e-4)
+
+
+def test_conv_column_unfolded_form_with_inf_and_nan():
+    """An infinity or NaN in x reaches exactly the outputs whose taps read it
+    (the unfolded planes hold real values and the padding's zeros only;
+    lanes past the plane's end are never stored): pattern and values as
+    PyTorch's float64 result."""
+    x = RNG.standard_normal((2, 3, 20, 26)).astype(np.float32)
+    x[0, 1, 0, 0] = np.inf
+    x[1, 2, 19, 25] = np.nan
+    x[1, 0, 7, 13] = -np.inf
+    w = RNG.standard_normal((12, 3, 3, 3)).astype(np.float32)
+    got = run_fn(lambda a, b: ops.conv(a, b, (2, 2), (1, 1, 1, 1)), x, w)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
+                       (2, 2), (1, 1, 1, 1), (1, 1), 1).numpy()
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_short_reduction_too_large_to_unfold():
+    """A wide kernel row over a large image (1x33 over 200x1000: the
+    column-unfolded planes would be 26 MB per image) runs on the row-padded
+    form instead; the value agrees with PyTorch."""
+    x = RNG.standard_normal((1, 1, 200, 1000)).astype(np.float32)
+    w = RNG.standard_normal((4, 1, 1, 33)).astype(np.float32)
+    got = run_fn(lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0)), x, w)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = F.conv2d(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
