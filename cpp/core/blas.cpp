@@ -92,7 +92,10 @@ namespace {
 //   OpenBLAS's Haswell kernels took 87 / 56 / 2.3 us for the MNIST layers'
 //   784x512 / 512x512 / 512x10 products at K = 8, the core's 192 / 114 /
 //   5.4 (2.2-3.1x at K = 16 and 32; one thread, best of alternating runs,
-//   Intel Xeon model 207, bench/README.md).
+//   Intel Xeon model 207, bench/README.md). The core's small-K path
+//   (gemm_isa.inc, run_smallk) brought its own to 130-135 / 81-83 us, still
+//   behind OpenBLAS's ~100 / ~62 (bench/README.md, branch perf3): the rule
+//   stays.
 SgemmImpl rule(isa::Level level, bool packed, bool ta, bool tb, int64_t M, int64_t N,
                int64_t K) {
   if (packed) return SgemmImpl::Core;

@@ -240,6 +240,43 @@ def test_small_batch_paths_are_exact():
         core.set_num_threads(n0)
 
 
+def test_small_k_path_same_bits_as_packed_path():
+    """X^T @ G with K <= 128 (the weight gradients at a batch-sized K) runs
+    a path of its own (cpp/core/gemm_isa.inc, run_smallk: short, wide tiles,
+    A^T read in place, B copied band by band, rows split over the threads).
+    Each element must be the same chain of multiply-adds as on the general
+    path (run_block, reached here through a pre-packed B), so the two agree
+    bit for bit at 1, 2 and 3 threads: partial row groups (M not a multiple
+    of 6), partial vectors and tiles (N = 17, 33, 130), K across the range
+    and just past it (129: the general path on both sides), alpha and beta
+    (beta == 0: C starts as NaN and must not be read), padded leading
+    dimensions; both also match float64."""
+    rng = np.random.default_rng(29)
+    n0 = core.num_threads()
+    cases = [(784, 512, 8), (512, 512, 16), (7, 33, 3), (13, 130, 1), (100, 17, 31),
+             (301, 200, 64), (64, 48, 128), (50, 40, 129), (1, 512, 8)]
+    try:
+        for t in (1, 2, 3):
+            core.set_num_threads(t)
+            for M, N, K in cases:
+                for alpha, beta, pad in ((1.0, 0.0, (0, 0, 0)), (-0.05, 1.0, (3, 16, 0)),
+                                         (0.7, 0.5, (0, 1, 7))):
+                    A = _padded(rng, K, M, pad[0])
+                    B = _padded(rng, K, N, pad[1])
+                    C0 = _padded(rng, M, N, pad[2])
+                    if beta == 0.0:
+                        C0[...] = np.nan
+                    outs = []
+                    for impl in (CORE, PACKED):
+                        C = C0.copy()
+                        core._test_sgemm(True, False, alpha, A, B, beta, C, impl)
+                        outs.append(C)
+                    np.testing.assert_array_equal(outs[0], outs[1], err_msg=str((t, M, N, K)))
+                    _check(rng, True, False, M, N, K, alpha, beta, CORE, pad)
+    finally:
+        core.set_num_threads(n0)
+
+
 def test_plan_rules_at_the_level_in_use():
     """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
     level and the shape. At AVX2 the weight gradients X^T @ G with a
