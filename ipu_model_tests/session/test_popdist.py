@@ -369,7 +369,9 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
     with popxl.Session(ir, "ipu_model") as sess:
         before = count()
         out = sess.run(feeds)
-        assert count() - before == calls, (count() - before, calls)
+        # IPUXL_CHECK_HOST_PASSES runs the program without host passes too.
+        runs = 1 if sess._shadow is None else 2
+        assert count() - before == calls * runs, (count() - before, calls, runs)
     for s, want, what in cases:
         got = out[s].reshape((R,) + want.shape[1:])
         np.testing.assert_array_equal(got.view(np.uint8), want[off:off + R].view(np.uint8),
