@@ -17,16 +17,17 @@ X = (np.arange(64 * 96, dtype=np.float32).reshape(64, 96) % 13) / 8
 W = (np.arange(96 * 128, dtype=np.float32).reshape(96, 128) % 7) / 16
 
 
-def _matmul_program(after_store=None):
-    """y = x @ w from an input stream, stored; ``after_store(y)`` may add
-    entries after the store."""
+def _matmul_program(after_store=None, stored=None):
+    """y = x @ w from an input stream; ``stored(y)`` (default y itself) is
+    stored; ``after_store(y)`` may add entries after the store."""
     ir = popxl.Ir()
     with ir.main_graph:
         sx = popxl.h2d_stream(X.shape, popxl.float32, name="x")
         w = popxl.variable(W, name="w")
         y = ops.matmul(ops.host_load(sx, "xl"), w)
-        sy = popxl.d2h_stream(y.shape, y.dtype, name="y")
-        ops.host_store(sy, y)
+        out = y if stored is None else stored(y)
+        sy = popxl.d2h_stream(out.shape, out.dtype, name="y")
+        ops.host_store(sy, out)
         if after_store is not None:
             after_store(y)
     return ir, sx, sy
@@ -76,14 +77,7 @@ def test_view_written_after_the_store_declines():
 def test_a_stored_view_computes_into_the_array(passes):
     """A stored reshape that reshape_views made a view of the matmul's
     result: the result itself is computed in the host array."""
-    ir = popxl.Ir()
-    with ir.main_graph:
-        sx = popxl.h2d_stream(X.shape, popxl.float32, name="x")
-        w = popxl.variable(W, name="w")
-        y = ops.matmul(ops.host_load(sx, "xl"), w)
-        z = ops.reshape(y, (128, 64))
-        sz = popxl.d2h_stream(z.shape, z.dtype, name="z")
-        ops.host_store(sz, z)
+    ir, sx, sz = _matmul_program(stored=lambda y: ops.reshape(y, (128, 64)))
     with popxl.Session(ir, "ipu_model", host_passes=passes) as s:
         assert _marked(s) == 1
         assert s._prog.host_passes.get("reshape_views", 0) == (1 if "reshape" in passes else 0)
@@ -94,15 +88,8 @@ def test_a_stored_view_computes_into_the_array(passes):
 
 
 def test_root_written_after_a_stored_view_declines():
-    ir = popxl.Ir()
-    with ir.main_graph:
-        sx = popxl.h2d_stream(X.shape, popxl.float32, name="x")
-        w = popxl.variable(W, name="w")
-        y = ops.matmul(ops.host_load(sx, "xl"), w)
-        z = ops.reshape_(y, (128, 64))
-        sz = popxl.d2h_stream(z.shape, z.dtype, name="z")
-        ops.host_store(sz, z)
-        ops.add_(y, popxl.constant(1.0))
+    ir, sx, sz = _matmul_program(lambda y: ops.add_(y, popxl.constant(1.0)),
+                                 stored=lambda y: ops.reshape_(y, (128, 64)))
     with popxl.Session(ir, "ipu_model", host_passes=PASS) as s:
         assert _marked(s) == 0
         got = s.run({sx: X})[sz]
