@@ -12,9 +12,11 @@
 // rounds once into the stored type. Integer results are truncated toward
 // zero and saturate at the type's range (never UB). Factors are either a
 // constant attribute or a scalar tensor of any numeric dtype.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -181,6 +183,9 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
     d.fail("this accumulation mode needs a factor (attribute or tensor)");
   const Factor f = factor_input(d, 2, "factor", 1.0, "factor");
   const TensorRef* o = d.out[0];
+  // The update as doubles when its dtype differs, kept between runs (a new
+  // vector per run cost an allocation and a zero fill of 8 bytes a value).
+  auto xs = std::make_shared<std::vector<double>>();
   std::unique_ptr<Kernel> k;
   IPUXL_DISPATCH_NUMERIC(t->dtype, {
     using T = scalar_t;
@@ -190,9 +195,8 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
           if (x->dtype == t->dtype) {
             accumulate_loop<T, T>(mode, t->as<T>(), x->as<T>(), o->as<T>(), t->nelms, fv);
           } else {
-            std::vector<double> xs;
-            load_all(*x, xs);
-            accumulate_loop<T, double>(mode, t->as<T>(), xs.data(), o->as<T>(), t->nelms, fv);
+            load_all(*x, *xs);
+            accumulate_loop<T, double>(mode, t->as<T>(), xs->data(), o->as<T>(), t->nelms, fv);
           }
         });
   });
@@ -270,6 +274,7 @@ std::unique_ptr<Kernel> sparse_accumulate_factory(const OpDesc& d) {
   const int64_t dim = t->shape[(size_t)axis];
   const int64_t kn = idx->nelms;
   const TensorRef* o = d.out[0];
+  auto xbuf = std::make_shared<std::vector<double>>();  // kept between runs
   std::unique_ptr<Kernel> k;
   IPUXL_DISPATCH_NUMERIC(t->dtype, {
     using T = scalar_t;
@@ -278,7 +283,7 @@ std::unique_ptr<Kernel> sparse_accumulate_factory(const OpDesc& d) {
         [=](RunContext&) {
           if (o->data != t->data) std::memcpy(o->data, t->data, o->nbytes());
           const double fv = dampened ? f.get() : 1.0;
-          std::vector<double> xs;
+          std::vector<double>& xs = *xbuf;
           load_all(*x, xs);
           T* out = o->as<T>();
           for (int64_t kk = 0; kk < kn; ++kk) {
@@ -368,6 +373,8 @@ std::unique_ptr<Kernel> adam_updater_factory(const OpDesc& d) {
   const bool use_wd = wd.t != nullptr || wd.c != 0.0;
   if (use_wd && !w) d.fail("weight decay needs the weight input");
   const bool adamax = mode == AdamMode::AdaMax;
+  // m, v and w as doubles, kept between runs (see accumulate_factory).
+  auto bufs = std::make_shared<std::array<std::vector<double>, 3>>();
   std::unique_ptr<Kernel> k;
   IPUXL_DISPATCH_NUMERIC(o->dtype, {
     using T = scalar_t;
@@ -386,7 +393,9 @@ std::unique_ptr<Kernel> adam_updater_factory(const OpDesc& d) {
           }
           const double e = eps.get();
           const double wdv = use_wd ? wd.get() : 0.0;
-          std::vector<double> ms_, vs_, ws_;
+          std::vector<double>& ms_ = (*bufs)[0];
+          std::vector<double>& vs_ = (*bufs)[1];
+          std::vector<double>& ws_ = (*bufs)[2];
           load_all(*m, ms_);
           load_all(*v, vs_);
           if (use_wd) load_all(*w, ws_);
