@@ -827,11 +827,17 @@ __attribute__((always_inline)) inline void direct_strip(const float* base, const
 // 64-channel 3x3 layer did not fit it).
 constexpr int64_t kDirectChunkC = 16;
 
+// Taps per chunk of a task's reduction: kDirectChunkC input channels' worth
+// for a long one, the whole reduction for a short one.
+inline int64_t tap_chunk(const DirectTask& t) {
+  return t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+}
+
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
   const int64_t over = (t.OW + V - 1) / V * V - t.OW;  // floats a row's last strip spills
-  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  const int64_t chunk = tap_chunk(t);
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
@@ -883,7 +889,7 @@ template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
   const int64_t npos = t.OH * t.pitch;
-  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  const int64_t chunk = tap_chunk(t);
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
@@ -915,7 +921,7 @@ __attribute__((always_inline)) inline void direct_task_cols(const DirectTask& t)
   // Channel blocks innermost: a strip's inputs (K taps x NSMAX vectors) and
   // all the blocks' weights stay in L1 while every block uses them (blocks
   // outermost streamed the planes from L2 once per block).
-  const int64_t chunk = t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
+  const int64_t chunk = tap_chunk(t);
   for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
     const int64_t k1 = std::min(t.K, k0 + chunk);
     const bool add = k0 > 0;
