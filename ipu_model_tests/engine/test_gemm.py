@@ -277,6 +277,48 @@ def test_small_k_path_same_bits_as_packed_path():
         core.set_num_threads(n0)
 
 
+def test_blocked_walk_same_bits_as_panel_walk():
+    """Products whose op(A) rows cover 1 MiB or more (cpp/core/gemm_isa.inc,
+    kBlockedMinA) walk row tiles outer over blocks of packed panels, one
+    k-block at a time, instead of one panel at a time. Each element must be
+    the same chain of multiply-adds (the same k-blocks) as on the panel walk,
+    reached here by computing the product 8 columns at a time (one panel):
+    bit for bit at 1, 2 and 3 threads, for all four transposes, with K
+    across several k-blocks of unequal depth, N across several blocks of
+    panels with a partial last panel, beta == 0 over NaN and beta != 0, B
+    packed on the fly and pre-packed; both also match float64."""
+    rng = np.random.default_rng(31)
+    n0 = core.num_threads()
+    cases = [(150, 700, 2100), (600, 300, 1100), (520, 70, 520)]
+    try:
+        for M, N, K in cases:
+            for ta in (False, True):
+                for tb in (False, True):
+                    A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+                    B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+                    for alpha, beta in ((1.0, 0.0), (0.7, -0.5)):
+                        C0 = rng.standard_normal((M, N)).astype(np.float32)
+                        if beta == 0.0:
+                            C0[...] = np.nan
+                        sliced = C0.copy()
+                        core.set_num_threads(1)
+                        for j in range(0, N, 8):
+                            Bj = B[j:j + 8] if tb else B[:, j:j + 8]
+                            core._test_sgemm(ta, tb, alpha, A, Bj, beta, sliced[:, j:j + 8],
+                                             CORE)
+                        for t in (1, 2, 3):
+                            core.set_num_threads(t)
+                            for impl in (CORE, PACKED):
+                                C = C0.copy()
+                                core._test_sgemm(ta, tb, alpha, A, B, beta, C, impl)
+                                np.testing.assert_array_equal(
+                                    C, sliced, err_msg=str((M, N, K, ta, tb, t, impl)))
+            _check(rng, False, False, M, N, K, 0.7, -0.5, CORE)
+            _check(rng, True, True, M, N, K, 1.0, 0.0, CORE)
+    finally:
+        core.set_num_threads(n0)
+
+
 def test_plan_rules_at_the_level_in_use():
     """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
     level and the shape. At AVX2 the weight gradients X^T @ G with a
