@@ -717,7 +717,7 @@ def main(argv=None) -> int:
                 time.sleep(args.gap)
                 n = epoch_plan[p.name]
                 epoch[p.name].append(p.call("run", args.batch_small, n) * args.epoch_steps / n)
-        epoch_med = {n: statistics.median(ts) for n, ts in epoch.items()}
+        epoch_med = {n: statistics.median(ts) if ts else float("nan") for n, ts in epoch.items()}
 
         # ---- profile
         prof = {}
