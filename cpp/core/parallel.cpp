@@ -74,12 +74,19 @@ class Pool {
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     const uint64_t g = (++submitted_) & kGenMask;
+    // Chunk 0 is the caller's before the job is published: a spinning
+    // worker would otherwise often claim it first (the caller is still
+    // publishing and waking), and which core computed which part of the
+    // output would change from call to call. With one chunk per thread,
+    // each core then keeps its part (of C, say) in its own cache from one
+    // call to the next, instead of fetching it from the other core's.
     {
       std::lock_guard<std::mutex> lk(mu_);
-      state_.store(pack(g, (uint64_t)chunks, 0), std::memory_order_release);
+      state_.store(pack(g, (uint64_t)chunks, 1), std::memory_order_release);
     }
     cv_.notify_all();
-    int64_t mine = 0;
+    run_chunk(0, chunks);
+    int64_t mine = 1;
     for (int64_t c; (c = claim(g)) >= 0; ++mine) run_chunk(c, chunks);
     const int64_t others = chunks - mine;
     const auto t0 = Clock::now();
