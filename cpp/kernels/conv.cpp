@@ -764,6 +764,9 @@ struct DirectTask {
   // holds per (channel, kernel column, row phase) planes OW wide, so every
   // tap reads the output plane's positions contiguously.
   bool cols = false;
+  // Floats between y's channel planes (0: OH * OW). A band of a plane's rows
+  // (see run_forward_direct) has OH of its own rows in a plane of more.
+  int64_t plane = 0;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -878,27 +881,135 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   }
 }
 
+// A strip of the flat form (see direct_task_flat) that loads and stores y
+// in place: vector s holds flat positions q = p + s*V + lane, that is row
+// q / pitch, column q % pitch of the task's rows, dropped where the column
+// is OW or more (the reach's columns) or the row OH or more. A vector inside
+// one row is a plain load / store; one that straddles a row end (one at
+// most: OW >= V, so pitch >= V) is two read-modify-writes, the lanes before
+// the end at y + r*OW + c and those after it shifted back by the reach
+// (columns 0.. of row r+1), both inside the task's rows; any other vector
+// (the band's last row, a row start within the reach) goes lane by lane.
+// The multiply-adds are direct_strip's, so every lane's sum is the same bits.
+template <int V, int NS, int MB>
+__attribute__((always_inline)) inline void direct_strip_flat(const float* base,
+                                                             const int64_t* offs, const float* w,
+                                                             int64_t k0, int64_t k1, float* y,
+                                                             int64_t plane, int64_t nm, int64_t p,
+                                                             int64_t pitch, int64_t OW, int64_t OH,
+                                                             bool add) {
+  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
+  typedef int Vi __attribute__((vector_size(V * sizeof(int)), aligned(4)));
+  static const int kLanes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  static_assert(V <= 16, "lane indices for up to 16 lanes");
+  Vi iota;
+  std::memcpy(&iota, kLanes, sizeof(Vi));
+  const int64_t reach = pitch - OW, lim = OH * OW;
+  // per vector: 0 nothing to store, 1 inside a row, 2 straddles a row end,
+  // 3 lane by lane; at: y offset of lane 0 (as if the row went on)
+  int kind[NS];
+  int64_t at[NS];
+  Vi lo[NS], hi[NS];  // straddle: lanes < lo in row r, lanes >= hi in row r+1
+  for (int s = 0; s < NS; ++s) {
+    const int64_t q = p + s * V, r = q / pitch, c = q % pitch;
+    at[s] = r * OW + c;
+    lo[s] = Vi{} + (int32_t)(OW - c);
+    hi[s] = Vi{} + (int32_t)(pitch - c);
+    if (r >= OH) kind[s] = 0;
+    else if (c + V <= OW) kind[s] = 1;
+    else if (at[s] + V <= lim && at[s] >= reach) kind[s] = 2;
+    else kind[s] = 3;
+  }
+  auto lane_at = [&](int s, int i) -> int64_t {  // y offset of a lane, -1 if dropped
+    const int64_t q = p + s * V + i, r = q / pitch, c = q % pitch;
+    return r < OH && c < OW ? r * OW + c : -1;
+  };
+  Vf acc[MB][NS];
+  for (int j = 0; j < MB; ++j)
+    for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
+  if (add) {
+    for (int j = 0; j < nm; ++j) {
+      const float* src = y + j * plane;
+      for (int s = 0; s < NS; ++s) {
+        if (kind[s] == 1) {
+          acc[j][s] = *reinterpret_cast<const Vf*>(src + at[s]);
+        } else if (kind[s] == 2) {
+          const Vf a = *reinterpret_cast<const Vf*>(src + at[s]);
+          const Vf b = *reinterpret_cast<const Vf*>(src + at[s] - reach);
+          acc[j][s] = iota < lo[s] ? a : (iota >= hi[s] ? b : Vf{});
+        } else if (kind[s] == 3) {
+          for (int i = 0; i < V; ++i) {
+            const int64_t o = lane_at(s, i);
+            acc[j][s][i] = o >= 0 ? src[o] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
+    const float* pk = base + offs[k];
+    Vf v[NS];
+    for (int s = 0; s < NS; ++s) v[s] = *reinterpret_cast<const Vf*>(pk + s * V);
+    const float* wk = w + k * MB;
+    for (int j = 0; j < MB; ++j) {
+      const float b = wk[j];
+      for (int s = 0; s < NS; ++s) acc[j][s] += b * v[s];
+    }
+  }
+  for (int64_t j = 0; j < nm; ++j) {
+    float* dst = y + j * plane;
+    for (int s = 0; s < NS; ++s) {
+      if (kind[s] == 1) {
+        *reinterpret_cast<Vf*>(dst + at[s]) = acc[j][s];
+      } else if (kind[s] == 2) {
+        // row r's lanes first: the shifted write then keeps them (it reads
+        // after this write) and fills row r+1's first columns
+        Vf* a = reinterpret_cast<Vf*>(dst + at[s]);
+        *a = iota < lo[s] ? acc[j][s] : *a;
+        Vf* b = reinterpret_cast<Vf*>(dst + at[s] - reach);
+        *b = iota >= hi[s] ? acc[j][s] : *b;
+      } else if (kind[s] == 3) {
+        for (int i = 0; i < V; ++i) {
+          const int64_t o = lane_at(s, i);
+          if (o >= 0) dst[o] = acc[j][s][i];
+        }
+      }
+    }
+  }
+}
+
 // The flat form for unit strides: output positions are numbered along the
 // padded rows (oh * pitch + ow, pitch = OW + the kernel's reach), so a strip
 // of NS whole vectors runs across row ends and every strip is full; the
 // (kw-1)*dw columns at each row's end are computed and dropped. A 56-wide
 // row of a 3x3 layer is 58 positions (3.6 vectors of 16) instead of 3 full
-// strips and a half-empty one. The sums go to a scratch block (partial sums
-// of the chunks of taps included), whose rows are then copied out.
+// strips and a half-empty one. Rows of OW >= V floats take their sums
+// (partial sums of the chunks of taps included) in y itself
+// (direct_strip_flat); narrower ones (a vector spanning two row ends) in a
+// scratch block whose rows are then copied out.
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
-  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.plane ? t.plane : t.OH * t.OW;
   const int64_t npos = t.OH * t.pitch;
   const int64_t chunk = tap_chunk(t);
+  const bool in_y = t.OW >= V;
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
     for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
       const int64_t k1 = std::min(t.K, k0 + chunk);
+      if (in_y) {
+        float* y = t.y + mb * MB * plane;
+        for (int64_t p = 0; p < npos; p += NS * V)
+          direct_strip_flat<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, y, plane, nm, p, t.pitch,
+                                       t.OW, t.OH, k0 > 0);
+        continue;
+      }
       for (int64_t p = 0; p < npos; p += NS * V)
         direct_strip<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, t.ys + p, t.ys_ld, MB, NS * V, false,
                                 k0 > 0);
     }
+    if (in_y) continue;
     for (int64_t j = 0; j < nm; ++j)
       for (int64_t oh = 0; oh < t.OH; ++oh)
         std::memcpy(t.y + (mb * MB + j) * plane + oh * t.OW, t.ys + j * t.ys_ld + oh * t.pitch,
@@ -1064,9 +1175,27 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const bool flat = !cols && g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
   const int64_t PWj = flat ? OW + reach_w
                            : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
+  // Tasks: (image, group, range of channel blocks, band of output rows).
+  // Splitting the channel blocks gives both threads work when there are few
+  // images; each task pads its own copy of the image. The flat form splits
+  // an image's output rows into bands instead, each padding only its rows
+  // (and the kernel's reach below them): tasks a few times smaller than an
+  // image, so that a thread another process delays holds up little of the
+  // work, at the price of copying the reach's rows twice. Every output
+  // element is computed by one task with the same instructions (each lane
+  // of a strip sums its own position), so the result does not depend on the
+  // split, the bands or the thread count.
+  const int64_t images = g.N * g.G, T = num_threads();
+  const int64_t reach_h = (kh_n - 1) * g.dil[1];
+  int64_t bands = 1;
+  if (flat && T > 1)
+    bands = std::max<int64_t>(1, std::min<int64_t>((8 * T + images - 1) / images,
+                                                   OH / std::max<int64_t>(4, 2 * reach_h)));
+  const int64_t band_oh = (OH + bands - 1) / bands;       // rows of the largest band
+  const int64_t PHt = flat ? band_oh + reach_h : PH;      // padded rows per channel of a task
   // flat strips read up to 3 vectors of the widest level past the last row
   const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
-  const int64_t ys_ld = flat ? (OH * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
+  const int64_t ys_ld = flat && OW < V ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -1076,7 +1205,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
         for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
           offs[(size_t)k] =
               cols ? (((c * kw_n + kw) * sh + (kh * g.dil[1]) % sh) * CPH + (kh * g.dil[1]) / sh) * OW
-                   : ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                   : ((c * PHt + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
                          (kw * g.dil[2]) / sw;
   }
   // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
@@ -1101,31 +1230,28 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       }
     }
   });
-  // Tasks: (image, group, range of channel blocks). Splitting the channel
-  // blocks gives both threads work when there are few images; each task
-  // pads its own copy of the image. Every output element is computed by one
-  // task with the same instructions, so the result does not depend on the
-  // split or the thread count.
-  const int64_t images = g.N * g.G, T = num_threads();
-  const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
-  // Up to 4 chunks per thread, claimed in turn: a thread that another
+  const int64_t split =
+      bands > 1 || images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  // Up to 8 chunks per thread, claimed in turn: a thread that another
   // process delays for a while no longer holds up a fixed half of the work
   // (the units of a chunk run in order; chunks never share an element).
-  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
-  const int64_t units = images * split;
-  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 4 * T);
+  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / (split * bands));
+  const int64_t units = images * split * bands;
+  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 8 * T);
   parallel_for_chunks(units, chunks, [&](int64_t u0, int64_t u1) {
     // (cols: strips read up to 3 vectors of the widest level past a plane)
     const size_t pad_n = cols ? (size_t)(g.Cg * kw_n * sh * CPH * OW + 3 * kDirectPadV)
-                              : (size_t)(g.Cg * PH * sw * PWj + slack);
+                              : (size_t)(g.Cg * PHt * sw * PWj + slack);
     LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;
+      const int64_t img = u / (split * bands), part = u / bands % split, band = u % bands;
+      const int64_t gi = img % g.G, n = img / g.G;
       const int64_t mb0 = mblocks * part / split, mb1 = mblocks * (part + 1) / split;
-      if (mb1 == mb0) continue;
-      if (padded != img) {
-        padded = img;
+      const int64_t oh0 = OH * band / bands, oh1 = OH * (band + 1) / bands;
+      if (mb1 == mb0 || oh1 == oh0) continue;
+      if (padded != img * bands + band) {
+        padded = img * bands + band;
         // every float of the buffer is written: zeros around the image
         const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
         if (cols) {
@@ -1133,9 +1259,10 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
           std::fill(pad.data() + (pad_n - 3 * kDirectPadV), pad.data() + pad_n, 0.0f);
         } else
         for (int64_t c = 0; c < g.Cg; ++c)
-          for (int64_t r = 0; r < PH; ++r) {
-            const int64_t ih = r - g.pad[1];
-            float* row = pad.data() + (c * PH + r) * sw * PWj;
+          for (int64_t r = 0; r < PHt; ++r) {
+            // buffer row r is padded row oh0 * sh + r (bands: flat form, sh = 1)
+            const int64_t ih = oh0 + r - g.pad[1];
+            float* row = pad.data() + (c * PHt + r) * sw * PWj;
             if (ih < 0 || ih >= IH) {
               std::fill(row, row + sw * PWj, 0.0f);
               continue;
@@ -1164,12 +1291,12 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
               std::fill(dst + j1, dst + PWj, 0.0f);
             }
           }
-        if (!cols) std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
+        if (!cols) std::fill(pad.data() + g.Cg * PHt * sw * PWj, pad.data() + pad_n, 0.0f);
       }
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
-                   Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
-                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols};
+                   Y + (n * g.M + gi * g.Mg + m0) * g.P + oh0 * OW, K, m1 - m0, oh1 - oh0, OW,
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P};
       direct_task_run(t);
     }
   });
