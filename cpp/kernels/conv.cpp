@@ -48,6 +48,9 @@
 //    (col2im), the weight gradient multiplies the output gradient by the
 //    transposed columns. Small images thread over images (fixed partial
 //    sums for the weight gradient: kWgradParts).
+// IPUXL_CONV_NO_BANDS=1 keeps the flat forward's tasks to whole images and
+// IPUXL_CONV_FLAT_SCRATCH=1 its sums in a scratch block copied out (see
+// run_forward_direct, direct_task_flat), for comparisons.
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
 // IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the
@@ -158,13 +161,15 @@ Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& y
 constexpr int64_t kWgradParts = 4;
 
 // A float buffer whose data starts on a 64-byte line (whole-vector loads of
-// aligned rows then never straddle two lines), zero-filled.
+// aligned rows then never straddle two lines), zero-filled unless `zero` is
+// false (for a buffer its user writes in full before reading it).
 struct LineBuf {
-  std::vector<float> v;
+  std::unique_ptr<float[]> v;
   float* p;
-  explicit LineBuf(size_t n) : v(n + 16, 0.0f) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(v.data());
-    p = v.data() + ((64 - a % 64) % 64) / sizeof(float);
+  explicit LineBuf(size_t n, bool zero = true)
+      : v(zero ? new float[n + 16]() : new float[n + 16]) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(v.get());
+    p = v.get() + ((64 - a % 64) % 64) / sizeof(float);
   }
   float* data() { return p; }
 };
@@ -767,6 +772,9 @@ struct DirectTask {
   // Floats between y's channel planes (0: OH * OW). A band of a plane's rows
   // (see run_forward_direct) has OH of its own rows in a plane of more.
   int64_t plane = 0;
+  // Flat form: sums kept in y (direct_strip_flat; needs OW >= the level's
+  // vector width), else in ys and copied out.
+  bool in_y = false;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -902,19 +910,29 @@ __attribute__((always_inline)) inline void direct_strip_flat(const float* base,
   typedef int Vi __attribute__((vector_size(V * sizeof(int)), aligned(4)));
   static const int kLanes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   static_assert(V <= 16, "lane indices for up to 16 lanes");
-  Vi iota;
-  std::memcpy(&iota, kLanes, sizeof(Vi));
   const int64_t reach = pitch - OW, lim = OH * OW;
   // per vector: 0 nothing to store, 1 inside a row, 2 straddles a row end,
-  // 3 lane by lane; at: y offset of lane 0 (as if the row went on)
+  // 3 lane by lane; at: y offset of lane 0 (as if the row went on); col: its
+  // column. (Scalars only: vector masks live across the multiply-adds would
+  // take registers from the accumulators.)
   int kind[NS];
-  int64_t at[NS];
-  Vi lo[NS], hi[NS];  // straddle: lanes < lo in row r, lanes >= hi in row r+1
+  int64_t at[NS], col[NS];
+  // straddle masks of vector s, built where used: lanes < OW - c lie in row
+  // r, lanes >= pitch - c in row r+1
+  auto lo = [&](int s) {
+    Vi iota;
+    std::memcpy(&iota, kLanes, sizeof(Vi));
+    return iota < (Vi{} + (int)(OW - col[s]));
+  };
+  auto hi = [&](int s) {
+    Vi iota;
+    std::memcpy(&iota, kLanes, sizeof(Vi));
+    return iota >= (Vi{} + (int)(pitch - col[s]));
+  };
   for (int s = 0; s < NS; ++s) {
     const int64_t q = p + s * V, r = q / pitch, c = q % pitch;
     at[s] = r * OW + c;
-    lo[s] = Vi{} + (int32_t)(OW - c);
-    hi[s] = Vi{} + (int32_t)(pitch - c);
+    col[s] = c;
     if (r >= OH) kind[s] = 0;
     else if (c + V <= OW) kind[s] = 1;
     else if (at[s] + V <= lim && at[s] >= reach) kind[s] = 2;
@@ -936,7 +954,7 @@ __attribute__((always_inline)) inline void direct_strip_flat(const float* base,
         } else if (kind[s] == 2) {
           const Vf a = *reinterpret_cast<const Vf*>(src + at[s]);
           const Vf b = *reinterpret_cast<const Vf*>(src + at[s] - reach);
-          acc[j][s] = iota < lo[s] ? a : (iota >= hi[s] ? b : Vf{});
+          acc[j][s] = lo(s) ? a : (hi(s) ? b : Vf{});
         } else if (kind[s] == 3) {
           for (int i = 0; i < V; ++i) {
             const int64_t o = lane_at(s, i);
@@ -965,9 +983,9 @@ __attribute__((always_inline)) inline void direct_strip_flat(const float* base,
         // row r's lanes first: the shifted write then keeps them (it reads
         // after this write) and fills row r+1's first columns
         Vf* a = reinterpret_cast<Vf*>(dst + at[s]);
-        *a = iota < lo[s] ? acc[j][s] : *a;
+        *a = lo(s) ? acc[j][s] : *a;
         Vf* b = reinterpret_cast<Vf*>(dst + at[s] - reach);
-        *b = iota >= hi[s] ? acc[j][s] : *b;
+        *b = hi(s) ? acc[j][s] : *b;
       } else if (kind[s] == 3) {
         for (int i = 0; i < V; ++i) {
           const int64_t o = lane_at(s, i);
@@ -992,7 +1010,7 @@ __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t)
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.plane ? t.plane : t.OH * t.OW;
   const int64_t npos = t.OH * t.pitch;
   const int64_t chunk = tap_chunk(t);
-  const bool in_y = t.OW >= V;
+  const bool in_y = t.in_y && t.OW >= V;
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
@@ -1188,14 +1206,15 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t images = g.N * g.G, T = num_threads();
   const int64_t reach_h = (kh_n - 1) * g.dil[1];
   int64_t bands = 1;
-  if (flat && T > 1)
+  if (flat && T > 1 && std::getenv("IPUXL_CONV_NO_BANDS") == nullptr)
     bands = std::max<int64_t>(1, std::min<int64_t>((8 * T + images - 1) / images,
                                                    OH / std::max<int64_t>(4, 2 * reach_h)));
   const int64_t band_oh = (OH + bands - 1) / bands;       // rows of the largest band
   const int64_t PHt = flat ? band_oh + reach_h : PH;      // padded rows per channel of a task
   // flat strips read up to 3 vectors of the widest level past the last row
   const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
-  const int64_t ys_ld = flat && OW < V ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
+  const bool in_y = flat && OW >= V && std::getenv("IPUXL_CONV_FLAT_SCRATCH") == nullptr;
+  const int64_t ys_ld = flat && !in_y ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -1242,7 +1261,9 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
     // (cols: strips read up to 3 vectors of the widest level past a plane)
     const size_t pad_n = cols ? (size_t)(g.Cg * kw_n * sh * CPH * OW + 3 * kDirectPadV)
                               : (size_t)(g.Cg * PHt * sw * PWj + slack);
-    LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
+    // (pad: every float is written below before any is read, so no zero fill
+    // of the ~0.5-1 MB per chunk)
+    LineBuf pad(pad_n, false), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t img = u / (split * bands), part = u / bands % split, band = u % bands;
@@ -1296,7 +1317,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
                    Y + (n * g.M + gi * g.Mg + m0) * g.P + oh0 * OW, K, m1 - m0, oh1 - oh0, OW,
-                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P};
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P, in_y};
       direct_task_run(t);
     }
   });

@@ -428,3 +428,77 @@ def test_conv_short_reduction_too_large_to_unfold():
     got = got[0] if isinstance(got, (list, tuple)) else got
     want = F.conv2d(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64))).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,pads,dil,groups", [
+    ((4, 40, 21, 56), (24, 40, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # tap chunks, partial sums in y; 4 bands
+    ((2, 20, 13, 17), (16, 20, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # rows barely a vector wide
+    ((3, 16, 16, 16), (8, 16, 3, 3), (2, 2, 2, 2), (2, 2), 1),   # rows one AVX-512 vector, reach 4
+    ((2, 34, 19, 9), (10, 34, 5, 3), (2, 1, 2, 1), (1, 1), 1),   # rows narrower than a vector
+    ((2, 32, 15, 30), (32, 8, 3, 3), (1, 1, 1, 1), (1, 1), 4),   # groups
+])
+def test_conv_flat_form_bands_and_sums_in_place(monkeypatch, xs, ws, pads, dil, groups):
+    """The flat direct forward (also the data gradient's) at 2 and 3 threads
+    splits images into bands of rows and keeps its sums in y, with vectors
+    straddling a row end written as two masked read-modify-writes: value and
+    both gradients agree with PyTorch and are the same bits as whole-image
+    tasks with a scratch block copied out (IPUXL_CONV_NO_BANDS=1,
+    IPUXL_CONV_FLAT_SCRATCH=1) and as one thread."""
+    from ipuxl import _core as core
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, (1, 1), pads, dil, groups)  # noqa: E731
+    n0 = core.num_threads()
+    results = []
+    try:
+        core.set_num_threads(1)
+        monkeypatch.setenv("IPUXL_CONV_NO_BANDS", "1")
+        monkeypatch.setenv("IPUXL_CONV_FLAT_SCRATCH", "1")
+        outs, grads = grads_of(fn, x, w)
+        results.append([outs[0], grads[0], grads[1]])
+        monkeypatch.delenv("IPUXL_CONV_NO_BANDS")
+        monkeypatch.delenv("IPUXL_CONV_FLAT_SCRATCH")
+        for t in (2, 3):
+            core.set_num_threads(t)
+            outs, grads = grads_of(fn, x, w)
+            results.append([outs[0], grads[0], grads[1]])
+    finally:
+        core.set_num_threads(n0)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), pads, dil, groups), x, w)
+    np.testing.assert_allclose(results[1][0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(results[1][1], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(results[1][2], dw, rtol=1e-4, atol=5e-4)
+
+
+def test_conv_flat_form_with_inf_and_nan():
+    """An infinity or NaN in x reaches exactly the outputs whose taps read it:
+    the flat form's dropped positions (the reach's columns, where such a
+    value meets a zero of the padding or another row) are never stored, also
+    not by the masked writes of vectors straddling a row end; at 2 threads
+    (bands), pattern and values as PyTorch's float64 result."""
+    from ipuxl import _core as core
+    x = RNG.standard_normal((2, 24, 12, 37)).astype(np.float32)
+    x[0, 1, 0, 0] = np.inf
+    x[0, 5, 4, 36] = np.nan
+    x[1, 7, 11, 36] = -np.inf
+    x[1, 20, 6, 0] = np.inf
+    w = RNG.standard_normal((16, 24, 3, 3)).astype(np.float32)
+    n0 = core.num_threads()
+    try:
+        core.set_num_threads(2)
+        got = run_fn(lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1)), x, w)
+    finally:
+        core.set_num_threads(n0)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
+                       (1, 1), (1, 1, 1, 1), (1, 1), 1).numpy()
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
