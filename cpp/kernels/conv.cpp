@@ -48,9 +48,8 @@
 //    (col2im), the weight gradient multiplies the output gradient by the
 //    transposed columns. Small images thread over images (fixed partial
 //    sums for the weight gradient: kWgradParts).
-// IPUXL_CONV_NO_BANDS=1 keeps the flat forward's tasks to whole images and
-// IPUXL_CONV_FLAT_SCRATCH=1 its sums in a scratch block copied out (see
-// run_forward_direct, direct_task_flat), for comparisons.
+// IPUXL_CONV_NO_BANDS=1 keeps the flat forward's tasks to whole images (see
+// run_forward_direct), for comparisons.
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
 // IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the
@@ -772,9 +771,6 @@ struct DirectTask {
   // Floats between y's channel planes (0: OH * OW). A band of a plane's rows
   // (see run_forward_direct) has OH of its own rows in a plane of more.
   int64_t plane = 0;
-  // Flat form: sums kept in y (direct_strip_flat; needs OW >= the level's
-  // vector width), else in ys and copied out.
-  bool in_y = false;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -889,145 +885,31 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   }
 }
 
-// A strip of the flat form (see direct_task_flat) that loads and stores y
-// in place: vector s holds flat positions q = p + s*V + lane, that is row
-// q / pitch, column q % pitch of the task's rows, dropped where the column
-// is OW or more (the reach's columns) or the row OH or more. A vector inside
-// one row is a plain load / store; one that straddles a row end (one at
-// most: OW >= V, so pitch >= V) is two read-modify-writes, the lanes before
-// the end at y + r*OW + c and those after it shifted back by the reach
-// (columns 0.. of row r+1), both inside the task's rows; any other vector
-// (the band's last row, a row start within the reach) goes lane by lane.
-// The multiply-adds are direct_strip's, so every lane's sum is the same bits.
-template <int V, int NS, int MB>
-__attribute__((always_inline)) inline void direct_strip_flat(const float* base,
-                                                             const int64_t* offs, const float* w,
-                                                             int64_t k0, int64_t k1, float* y,
-                                                             int64_t plane, int64_t nm, int64_t p,
-                                                             int64_t pitch, int64_t OW, int64_t OH,
-                                                             bool add) {
-  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
-  typedef int Vi __attribute__((vector_size(V * sizeof(int)), aligned(4)));
-  static const int kLanes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  static_assert(V <= 16, "lane indices for up to 16 lanes");
-  const int64_t reach = pitch - OW, lim = OH * OW;
-  // per vector: 0 nothing to store, 1 inside a row, 2 straddles a row end,
-  // 3 lane by lane; at: y offset of lane 0 (as if the row went on); col: its
-  // column. (Scalars only: vector masks live across the multiply-adds would
-  // take registers from the accumulators.)
-  int kind[NS];
-  int64_t at[NS], col[NS];
-  // straddle masks of vector s, built where used: lanes < OW - c lie in row
-  // r, lanes >= pitch - c in row r+1
-  auto lo = [&](int s) {
-    Vi iota;
-    std::memcpy(&iota, kLanes, sizeof(Vi));
-    return iota < (Vi{} + (int)(OW - col[s]));
-  };
-  auto hi = [&](int s) {
-    Vi iota;
-    std::memcpy(&iota, kLanes, sizeof(Vi));
-    return iota >= (Vi{} + (int)(pitch - col[s]));
-  };
-  for (int s = 0; s < NS; ++s) {
-    const int64_t q = p + s * V, r = q / pitch, c = q % pitch;
-    at[s] = r * OW + c;
-    col[s] = c;
-    if (r >= OH) kind[s] = 0;
-    else if (c + V <= OW) kind[s] = 1;
-    else if (at[s] + V <= lim && at[s] >= reach) kind[s] = 2;
-    else kind[s] = 3;
-  }
-  auto lane_at = [&](int s, int i) -> int64_t {  // y offset of a lane, -1 if dropped
-    const int64_t q = p + s * V + i, r = q / pitch, c = q % pitch;
-    return r < OH && c < OW ? r * OW + c : -1;
-  };
-  Vf acc[MB][NS];
-  for (int j = 0; j < MB; ++j)
-    for (int s = 0; s < NS; ++s) acc[j][s] = Vf{};
-  if (add) {
-    for (int j = 0; j < nm; ++j) {
-      const float* src = y + j * plane;
-      for (int s = 0; s < NS; ++s) {
-        if (kind[s] == 1) {
-          acc[j][s] = *reinterpret_cast<const Vf*>(src + at[s]);
-        } else if (kind[s] == 2) {
-          const Vf a = *reinterpret_cast<const Vf*>(src + at[s]);
-          const Vf b = *reinterpret_cast<const Vf*>(src + at[s] - reach);
-          acc[j][s] = lo(s) ? a : (hi(s) ? b : Vf{});
-        } else if (kind[s] == 3) {
-          for (int i = 0; i < V; ++i) {
-            const int64_t o = lane_at(s, i);
-            acc[j][s][i] = o >= 0 ? src[o] : 0.0f;
-          }
-        }
-      }
-    }
-  }
-  for (int64_t k = k0; k < k1; ++k) {
-    const float* pk = base + offs[k];
-    Vf v[NS];
-    for (int s = 0; s < NS; ++s) v[s] = *reinterpret_cast<const Vf*>(pk + s * V);
-    const float* wk = w + k * MB;
-    for (int j = 0; j < MB; ++j) {
-      const float b = wk[j];
-      for (int s = 0; s < NS; ++s) acc[j][s] += b * v[s];
-    }
-  }
-  for (int64_t j = 0; j < nm; ++j) {
-    float* dst = y + j * plane;
-    for (int s = 0; s < NS; ++s) {
-      if (kind[s] == 1) {
-        *reinterpret_cast<Vf*>(dst + at[s]) = acc[j][s];
-      } else if (kind[s] == 2) {
-        // row r's lanes first: the shifted write then keeps them (it reads
-        // after this write) and fills row r+1's first columns
-        Vf* a = reinterpret_cast<Vf*>(dst + at[s]);
-        *a = lo(s) ? acc[j][s] : *a;
-        Vf* b = reinterpret_cast<Vf*>(dst + at[s] - reach);
-        *b = hi(s) ? acc[j][s] : *b;
-      } else if (kind[s] == 3) {
-        for (int i = 0; i < V; ++i) {
-          const int64_t o = lane_at(s, i);
-          if (o >= 0) dst[o] = acc[j][s][i];
-        }
-      }
-    }
-  }
-}
-
 // The flat form for unit strides: output positions are numbered along the
 // padded rows (oh * pitch + ow, pitch = OW + the kernel's reach), so a strip
 // of NS whole vectors runs across row ends and every strip is full; the
 // (kw-1)*dw columns at each row's end are computed and dropped. A 56-wide
 // row of a 3x3 layer is 58 positions (3.6 vectors of 16) instead of 3 full
-// strips and a half-empty one. Rows of OW >= V floats take their sums
-// (partial sums of the chunks of taps included) in y itself
-// (direct_strip_flat); narrower ones (a vector spanning two row ends) in a
-// scratch block whose rows are then copied out.
+// strips and a half-empty one. The sums go to a scratch block (partial sums
+// of the chunks of taps included), whose rows are then copied out. (Keeping
+// them in y instead, with masked writes for the vectors that straddle a row
+// end, was slower at AVX-512: y's rows are not line-aligned, so most of its
+// 64-byte loads and stores, four per element over the chunks of taps, split
+// across two cache lines; see bench/README.md.)
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.plane ? t.plane : t.OH * t.OW;
   const int64_t npos = t.OH * t.pitch;
   const int64_t chunk = tap_chunk(t);
-  const bool in_y = t.in_y && t.OW >= V;
   for (int64_t mb = 0; mb < mblocks; ++mb) {
     const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
     const float* w = t.w + mb * t.K * MB;
     for (int64_t k0 = 0; k0 < t.K; k0 += chunk) {
       const int64_t k1 = std::min(t.K, k0 + chunk);
-      if (in_y) {
-        float* y = t.y + mb * MB * plane;
-        for (int64_t p = 0; p < npos; p += NS * V)
-          direct_strip_flat<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, y, plane, nm, p, t.pitch,
-                                       t.OW, t.OH, k0 > 0);
-        continue;
-      }
       for (int64_t p = 0; p < npos; p += NS * V)
         direct_strip<V, NS, MB>(t.pad + p, t.offs, w, k0, k1, t.ys + p, t.ys_ld, MB, NS * V, false,
                                 k0 > 0);
     }
-    if (in_y) continue;
     for (int64_t j = 0; j < nm; ++j)
       for (int64_t oh = 0; oh < t.OH; ++oh)
         std::memcpy(t.y + (mb * MB + j) * plane + oh * t.OW, t.ys + j * t.ys_ld + oh * t.pitch,
@@ -1213,8 +1095,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t PHt = flat ? band_oh + reach_h : PH;      // padded rows per channel of a task
   // flat strips read up to 3 vectors of the widest level past the last row
   const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
-  const bool in_y = flat && OW >= V && std::getenv("IPUXL_CONV_FLAT_SCRATCH") == nullptr;
-  const int64_t ys_ld = flat && !in_y ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
+  const int64_t ys_ld = flat ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -1317,7 +1198,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
                    Y + (n * g.M + gi * g.Mg + m0) * g.P + oh0 * OW, K, m1 - m0, oh1 - oh0, OW,
-                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P, in_y};
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P};
       direct_task_run(t);
     }
   });

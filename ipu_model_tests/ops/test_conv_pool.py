@@ -431,19 +431,17 @@ def test_conv_short_reduction_too_large_to_unfold():
 
 
 @pytest.mark.parametrize("xs,ws,pads,dil,groups", [
-    ((4, 40, 21, 56), (24, 40, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # tap chunks, partial sums in y; 4 bands
+    ((4, 40, 21, 56), (24, 40, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # chunks of taps; 4 uneven bands
     ((2, 20, 13, 17), (16, 20, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # rows barely a vector wide
     ((3, 16, 16, 16), (8, 16, 3, 3), (2, 2, 2, 2), (2, 2), 1),   # rows one AVX-512 vector, reach 4
     ((2, 34, 19, 9), (10, 34, 5, 3), (2, 1, 2, 1), (1, 1), 1),   # rows narrower than a vector
     ((2, 32, 15, 30), (32, 8, 3, 3), (1, 1, 1, 1), (1, 1), 4),   # groups
 ])
-def test_conv_flat_form_bands_and_sums_in_place(monkeypatch, xs, ws, pads, dil, groups):
+def test_conv_flat_form_bands(monkeypatch, xs, ws, pads, dil, groups):
     """The flat direct forward (also the data gradient's) at 2 and 3 threads
-    splits images into bands of rows and keeps its sums in y, with vectors
-    straddling a row end written as two masked read-modify-writes: value and
-    both gradients agree with PyTorch and are the same bits as whole-image
-    tasks with a scratch block copied out (IPUXL_CONV_NO_BANDS=1,
-    IPUXL_CONV_FLAT_SCRATCH=1) and as one thread."""
+    splits images into bands of rows, each padding only its rows and the
+    kernel's reach: value and both gradients agree with PyTorch and are the
+    same bits as whole-image tasks (IPUXL_CONV_NO_BANDS=1) at one thread."""
     from ipuxl import _core as core
     rng = np.random.default_rng(5)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -454,11 +452,9 @@ def test_conv_flat_form_bands_and_sums_in_place(monkeypatch, xs, ws, pads, dil, 
     try:
         core.set_num_threads(1)
         monkeypatch.setenv("IPUXL_CONV_NO_BANDS", "1")
-        monkeypatch.setenv("IPUXL_CONV_FLAT_SCRATCH", "1")
         outs, grads = grads_of(fn, x, w)
         results.append([outs[0], grads[0], grads[1]])
         monkeypatch.delenv("IPUXL_CONV_NO_BANDS")
-        monkeypatch.delenv("IPUXL_CONV_FLAT_SCRATCH")
         for t in (2, 3):
             core.set_num_threads(t)
             outs, grads = grads_of(fn, x, w)
@@ -477,8 +473,8 @@ def test_conv_flat_form_bands_and_sums_in_place(monkeypatch, xs, ws, pads, dil, 
 def test_conv_flat_form_with_inf_and_nan():
     """An infinity or NaN in x reaches exactly the outputs whose taps read it:
     the flat form's dropped positions (the reach's columns, where such a
-    value meets a zero of the padding or another row) are never stored, also
-    not by the masked writes of vectors straddling a row end; at 2 threads
+    value meets a zero of the padding or another row) are never stored, and
+    a band's rows hold the image's real values and zeros only; at 2 threads
     (bands), pattern and values as PyTorch's float64 result."""
     from ipuxl import _core as core
     x = RNG.standard_normal((2, 24, 12, 37)).astype(np.float32)
