@@ -48,8 +48,6 @@
 //    (col2im), the weight gradient multiplies the output gradient by the
 //    transposed columns. Small images thread over images (fixed partial
 //    sums for the weight gradient: kWgradParts).
-// IPUXL_CONV_NO_BANDS=1 keeps the flat forward's tasks to whole images (see
-// run_forward_direct), for comparisons.
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
 // IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the
@@ -768,9 +766,6 @@ struct DirectTask {
   // holds per (channel, kernel column, row phase) planes OW wide, so every
   // tap reads the output plane's positions contiguously.
   bool cols = false;
-  // Floats between y's channel planes (0: OH * OW). A band of a plane's rows
-  // (see run_forward_direct) has OH of its own rows in a plane of more.
-  int64_t plane = 0;
 };
 
 // Accumulates NS vectors x MB channels over taps [k0, k1) at `base` and
@@ -894,11 +889,11 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
 // of the chunks of taps included), whose rows are then copied out. (Keeping
 // them in y instead, with masked writes for the vectors that straddle a row
 // end, was slower at AVX-512: y's rows are not line-aligned, so most of its
-// 64-byte loads and stores, four per element over the chunks of taps, split
-// across two cache lines; see bench/README.md.)
+// 64-byte accesses, four per element over the chunks of taps, split across
+// two cache lines; see bench/README.md.)
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
-  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.plane ? t.plane : t.OH * t.OW;
+  const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
   const int64_t npos = t.OH * t.pitch;
   const int64_t chunk = tap_chunk(t);
   for (int64_t mb = 0; mb < mblocks; ++mb) {
@@ -1075,27 +1070,9 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const bool flat = !cols && g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
   const int64_t PWj = flat ? OW + reach_w
                            : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
-  // Tasks: (image, group, range of channel blocks, band of output rows).
-  // Splitting the channel blocks gives both threads work when there are few
-  // images; each task pads its own copy of the image. The flat form splits
-  // an image's output rows into bands instead, each padding only its rows
-  // (and the kernel's reach below them): tasks a few times smaller than an
-  // image, so that a thread another process delays holds up little of the
-  // work, at the price of copying the reach's rows twice. Every output
-  // element is computed by one task with the same instructions (each lane
-  // of a strip sums its own position), so the result does not depend on the
-  // split, the bands or the thread count.
-  const int64_t images = g.N * g.G, T = num_threads();
-  const int64_t reach_h = (kh_n - 1) * g.dil[1];
-  int64_t bands = 1;
-  if (flat && T > 1 && std::getenv("IPUXL_CONV_NO_BANDS") == nullptr)
-    bands = std::max<int64_t>(1, std::min<int64_t>((8 * T + images - 1) / images,
-                                                   OH / std::max<int64_t>(4, 2 * reach_h)));
-  const int64_t band_oh = (OH + bands - 1) / bands;       // rows of the largest band
-  const int64_t PHt = flat ? band_oh + reach_h : PH;      // padded rows per channel of a task
   // flat strips read up to 3 vectors of the widest level past the last row
   const int64_t slack = flat ? 3 * kDirectPadV + reach_w + kDirectPadV : 0;
-  const int64_t ys_ld = flat ? (band_oh * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
+  const int64_t ys_ld = flat ? (OH * PWj + 3 * kDirectPadV - 1) / (3 * kDirectPadV) * (3 * kDirectPadV) : 0;
   // Tap k = (c, kh, kw) reads the padded image at offs[k] from a strip's base.
   std::vector<int64_t> offs((size_t)K);
   {
@@ -1105,7 +1082,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
         for (int64_t kw = 0; kw < kw_n; ++kw, ++k)
           offs[(size_t)k] =
               cols ? (((c * kw_n + kw) * sh + (kh * g.dil[1]) % sh) * CPH + (kh * g.dil[1]) / sh) * OW
-                   : ((c * PHt + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
+                   : ((c * PH + kh * g.dil[1]) * sw + (kw * g.dil[2]) % sw) * PWj +
                          (kw * g.dil[2]) / sw;
   }
   // Weights per group as [mblocks][K][MB] (one tap's MB values adjacent,
@@ -1130,30 +1107,33 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
       }
     }
   });
-  const int64_t split =
-      bands > 1 || images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
-  // Up to 8 chunks per thread, claimed in turn: a thread that another
+  // Tasks: (image, group, range of channel blocks). Splitting the channel
+  // blocks gives both threads work when there are few images; each task
+  // pads its own copy of the image. Every output element is computed by one
+  // task with the same instructions, so the result does not depend on the
+  // split or the thread count.
+  const int64_t images = g.N * g.G, T = num_threads();
+  const int64_t split = images >= 4 * T ? 1 : std::min<int64_t>(mblocks, (4 * T + images - 1) / images);
+  // Up to 4 chunks per thread, claimed in turn: a thread that another
   // process delays for a while no longer holds up a fixed half of the work
   // (the units of a chunk run in order; chunks never share an element).
-  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / (split * bands));
-  const int64_t units = images * split * bands;
-  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 8 * T);
+  const int64_t work_per_unit = std::max<int64_t>(1, g.Mg * g.P * K / split);
+  const int64_t units = images * split;
+  const int64_t chunks = T == 1 || units * work_per_unit < 65536 ? 1 : std::min<int64_t>(units, 4 * T);
   parallel_for_chunks(units, chunks, [&](int64_t u0, int64_t u1) {
     // (cols: strips read up to 3 vectors of the widest level past a plane)
     const size_t pad_n = cols ? (size_t)(g.Cg * kw_n * sh * CPH * OW + 3 * kDirectPadV)
-                              : (size_t)(g.Cg * PHt * sw * PWj + slack);
+                              : (size_t)(g.Cg * PH * sw * PWj + slack);
     // (pad: every float is written below before any is read, so no zero fill
-    // of the ~0.5-1 MB per chunk)
+    // of the ~1 MB per chunk)
     LineBuf pad(pad_n, false), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t img = u / (split * bands), part = u / bands % split, band = u % bands;
-      const int64_t gi = img % g.G, n = img / g.G;
+      const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;
       const int64_t mb0 = mblocks * part / split, mb1 = mblocks * (part + 1) / split;
-      const int64_t oh0 = OH * band / bands, oh1 = OH * (band + 1) / bands;
-      if (mb1 == mb0 || oh1 == oh0) continue;
-      if (padded != img * bands + band) {
-        padded = img * bands + band;
+      if (mb1 == mb0) continue;
+      if (padded != img) {
+        padded = img;
         // every float of the buffer is written: zeros around the image
         const float* src_img = X + (n * g.C + gi * g.Cg) * g.Isp;
         if (cols) {
@@ -1161,10 +1141,9 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
           std::fill(pad.data() + (pad_n - 3 * kDirectPadV), pad.data() + pad_n, 0.0f);
         } else
         for (int64_t c = 0; c < g.Cg; ++c)
-          for (int64_t r = 0; r < PHt; ++r) {
-            // buffer row r is padded row oh0 * sh + r (bands: flat form, sh = 1)
-            const int64_t ih = oh0 + r - g.pad[1];
-            float* row = pad.data() + (c * PHt + r) * sw * PWj;
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - g.pad[1];
+            float* row = pad.data() + (c * PH + r) * sw * PWj;
             if (ih < 0 || ih >= IH) {
               std::fill(row, row + sw * PWj, 0.0f);
               continue;
@@ -1193,12 +1172,12 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
               std::fill(dst + j1, dst + PWj, 0.0f);
             }
           }
-        if (!cols) std::fill(pad.data() + g.Cg * PHt * sw * PWj, pad.data() + pad_n, 0.0f);
+        if (!cols) std::fill(pad.data() + g.Cg * PH * sw * PWj, pad.data() + pad_n, 0.0f);
       }
       const int64_t m0 = mb0 * MB, m1 = std::min<int64_t>(g.Mg, mb1 * MB);
       DirectTask t{pad.data(), offs.data(), wb.data() + (gi * mblocks + mb0) * K * MB,
-                   Y + (n * g.M + gi * g.Mg + m0) * g.P + oh0 * OW, K, m1 - m0, oh1 - oh0, OW,
-                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols, g.P};
+                   Y + (n * g.M + gi * g.Mg + m0) * g.P, K, m1 - m0, OH, OW,
+                   g.stride[1] * sw * PWj, taps, flat, PWj, ys.data(), ys_ld, cols};
       direct_task_run(t);
     }
   });

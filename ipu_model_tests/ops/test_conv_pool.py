@@ -430,52 +430,13 @@ def test_conv_short_reduction_too_large_to_unfold():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("xs,ws,pads,dil,groups", [
-    ((4, 40, 21, 56), (24, 40, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # chunks of taps; 4 uneven bands
-    ((2, 20, 13, 17), (16, 20, 3, 3), (1, 1, 1, 1), (1, 1), 1),  # rows barely a vector wide
-    ((3, 16, 16, 16), (8, 16, 3, 3), (2, 2, 2, 2), (2, 2), 1),   # rows one AVX-512 vector, reach 4
-    ((2, 34, 19, 9), (10, 34, 5, 3), (2, 1, 2, 1), (1, 1), 1),   # rows narrower than a vector
-    ((2, 32, 15, 30), (32, 8, 3, 3), (1, 1, 1, 1), (1, 1), 4),   # groups
-])
-def test_conv_flat_form_bands(monkeypatch, xs, ws, pads, dil, groups):
-    """The flat direct forward (also the data gradient's) at 2 and 3 threads
-    splits images into bands of rows, each padding only its rows and the
-    kernel's reach: value and both gradients agree with PyTorch and are the
-    same bits as whole-image tasks (IPUXL_CONV_NO_BANDS=1) at one thread."""
-    from ipuxl import _core as core
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal(xs).astype(np.float32)
-    w = rng.standard_normal(ws).astype(np.float32)
-    fn = lambda a, b: ops.conv(a, b, (1, 1), pads, dil, groups)  # noqa: E731
-    n0 = core.num_threads()
-    results = []
-    try:
-        core.set_num_threads(1)
-        monkeypatch.setenv("IPUXL_CONV_NO_BANDS", "1")
-        outs, grads = grads_of(fn, x, w)
-        results.append([outs[0], grads[0], grads[1]])
-        monkeypatch.delenv("IPUXL_CONV_NO_BANDS")
-        for t in (2, 3):
-            core.set_num_threads(t)
-            outs, grads = grads_of(fn, x, w)
-            results.append([outs[0], grads[0], grads[1]])
-    finally:
-        core.set_num_threads(n0)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            np.testing.assert_array_equal(a, b)
-    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), pads, dil, groups), x, w)
-    np.testing.assert_allclose(results[1][0], want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(results[1][1], dx, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(results[1][2], dw, rtol=1e-4, atol=5e-4)
-
-
 def test_conv_flat_form_with_inf_and_nan():
     """An infinity or NaN in x reaches exactly the outputs whose taps read it:
     the flat form's dropped positions (the reach's columns, where such a
     value meets a zero of the padding or another row) are never stored, and
-    a band's rows hold the image's real values and zeros only; at 2 threads
-    (bands), pattern and values as PyTorch's float64 result."""
+    the padded buffer (not zero-filled first) holds the image's values and
+    zeros only; at 2 threads, pattern and values as PyTorch's float64
+    result."""
     from ipuxl import _core as core
     x = RNG.standard_normal((2, 24, 12, 37)).astype(np.float32)
     x[0, 1, 0, 0] = np.inf
