@@ -158,13 +158,15 @@ Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& y
 constexpr int64_t kWgradParts = 4;
 
 // A float buffer whose data starts on a 64-byte line (whole-vector loads of
-// aligned rows then never straddle two lines), zero-filled.
+// aligned rows then never straddle two lines), zero-filled unless `zero` is
+// false (for a buffer its user writes in full before reading it).
 struct LineBuf {
-  std::vector<float> v;
+  std::unique_ptr<float[]> v;
   float* p;
-  explicit LineBuf(size_t n) : v(n + 16, 0.0f) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(v.data());
-    p = v.data() + ((64 - a % 64) % 64) / sizeof(float);
+  explicit LineBuf(size_t n, bool zero = true)
+      : v(zero ? new float[n + 16]() : new float[n + 16]) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(v.get());
+    p = v.get() + ((64 - a % 64) % 64) / sizeof(float);
   }
   float* data() { return p; }
 };
@@ -884,7 +886,11 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
 // (kw-1)*dw columns at each row's end are computed and dropped. A 56-wide
 // row of a 3x3 layer is 58 positions (3.6 vectors of 16) instead of 3 full
 // strips and a half-empty one. The sums go to a scratch block (partial sums
-// of the chunks of taps included), whose rows are then copied out.
+// of the chunks of taps included), whose rows are then copied out. (Keeping
+// them in y instead, with masked writes for the vectors that straddle a row
+// end, was slower at AVX-512: y's rows are not line-aligned, so most of its
+// 64-byte accesses, four per element over the chunks of taps, split across
+// two cache lines; see bench/README.md.)
 template <int V, int NS, int MB>
 __attribute__((always_inline)) inline void direct_task_flat(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
@@ -1118,7 +1124,9 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
     // (cols: strips read up to 3 vectors of the widest level past a plane)
     const size_t pad_n = cols ? (size_t)(g.Cg * kw_n * sh * CPH * OW + 3 * kDirectPadV)
                               : (size_t)(g.Cg * PH * sw * PWj + slack);
-    LineBuf pad(pad_n), ys((size_t)(MB * ys_ld));
+    // (pad: every float is written below before any is read, so no zero fill
+    // of the ~1 MB per chunk)
+    LineBuf pad(pad_n, false), ys((size_t)(MB * ys_ld));
     int64_t padded = -1;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t img = u / split, part = u % split, gi = img % g.G, n = img / g.G;

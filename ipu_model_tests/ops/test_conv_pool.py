@@ -428,3 +428,34 @@ def test_conv_short_reduction_too_large_to_unfold():
     got = got[0] if isinstance(got, (list, tuple)) else got
     want = F.conv2d(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64))).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_flat_form_with_inf_and_nan():
+    """An infinity or NaN in x reaches exactly the outputs whose taps read it:
+    the flat form's dropped positions (the reach's columns, where such a
+    value meets a zero of the padding or another row) are never stored, and
+    the padded buffer (not zero-filled first) holds the image's values and
+    zeros only; at 2 threads, pattern and values as PyTorch's float64
+    result."""
+    from ipuxl import _core as core
+    x = RNG.standard_normal((2, 24, 12, 37)).astype(np.float32)
+    x[0, 1, 0, 0] = np.inf
+    x[0, 5, 4, 36] = np.nan
+    x[1, 7, 11, 36] = -np.inf
+    x[1, 20, 6, 0] = np.inf
+    w = RNG.standard_normal((16, 24, 3, 3)).astype(np.float32)
+    n0 = core.num_threads()
+    try:
+        core.set_num_threads(2)
+        got = run_fn(lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1)), x, w)
+    finally:
+        core.set_num_threads(n0)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
+                       (1, 1), (1, 1, 1, 1), (1, 1), 1).numpy()
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
