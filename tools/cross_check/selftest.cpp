@@ -89,6 +89,38 @@ void test_sgemm(std::mt19937& rng) {
             }
 }
 
+// Products whose op(A) rows hold 256K floats or more take the blocked walk
+// (row tiles outer over blocks of packed panels, one k-block at a time):
+// two k-blocks, a partial last panel, B packed on the fly and pre-packed.
+void test_sgemm_blocked(std::mt19937& rng) {
+  const int64_t M = 300, N = 70, K = 1000;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int packed = 0; packed < 2; ++packed) {
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        auto A = random_floats((size_t)(M * K), rng), B = random_floats((size_t)(K * N), rng);
+        auto C = random_floats((size_t)(M * N), rng);
+        std::vector<double> want(C.size());
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0.0;
+            for (int64_t k = 0; k < K; ++k)
+              s += (double)(ta ? A[(size_t)(k * lda + i)] : A[(size_t)(i * lda + k)]) *
+                   (tb ? B[(size_t)(j * ldb + k)] : B[(size_t)(k * ldb + j)]);
+            want[(size_t)(i * N + j)] = 0.5 * s - (double)C[(size_t)(i * N + j)];
+          }
+        if (packed) {
+          gemm::PackedB pb(tb, K, N, B.data(), ldb);
+          gemm::sgemm_packed(ta, M, 0.5f, A.data(), lda, pb, -1.0f, C.data(), N);
+        } else {
+          gemm::sgemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, -1.0f, C.data(), N);
+        }
+        check(worst(C, want) < 1e-5 * (double)(K + 1),
+              "sgemm blocked ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                  " packed=" + std::to_string(packed));
+      }
+}
+
 void test_packed(std::mt19937& rng) {
   for (int tb = 0; tb < 2; ++tb)
     for (int64_t M : {1, 9, 40}) {
@@ -244,6 +276,7 @@ int main() {
                 isa::level_name(isa::level()), gemm::kernel_name(), num_threads());
     std::mt19937 rng(2026);
     test_sgemm(rng);
+    test_sgemm_blocked(rng);
     test_packed(rng);
     test_input_grad_update(rng);
     test_conv(rng);
