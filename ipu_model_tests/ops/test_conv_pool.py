@@ -396,6 +396,17 @@ def test_conv_column_unfolded_form(monkeypatch, xs, ws, stride, pads, dil, group
     np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=5e-4)
 
 
+def _assert_same_nonfinite_pattern(got, want):
+    """got has NaN, +inf and -inf exactly where the reference want has them,
+    and the reference's finite values elsewhere (want must hold both kinds)."""
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+
+
 def test_conv_column_unfolded_form_with_inf_and_nan():
     """An infinity or NaN in x reaches exactly the outputs whose taps read it
     (the unfolded planes hold real values and the padding's zeros only;
@@ -410,12 +421,7 @@ def test_conv_column_unfolded_form_with_inf_and_nan():
     got = got[0] if isinstance(got, (list, tuple)) else got
     want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
                        (2, 2), (1, 1, 1, 1), (1, 1), 1).numpy()
-    assert not np.isfinite(want).all() and np.isfinite(want).any()
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
-    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
-    fin = np.isfinite(want)
-    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+    _assert_same_nonfinite_pattern(got, want)
 
 
 def test_conv_short_reduction_too_large_to_unfold():
@@ -453,9 +459,4 @@ def test_conv_flat_form_with_inf_and_nan():
     got = got[0] if isinstance(got, (list, tuple)) else got
     want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
                        (1, 1), (1, 1, 1, 1), (1, 1), 1).numpy()
-    assert not np.isfinite(want).all() and np.isfinite(want).any()
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
-    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
-    fin = np.isfinite(want)
-    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+    _assert_same_nonfinite_pattern(got, want)
