@@ -11,10 +11,14 @@ this process:
   torch   torch.nn.functional on CPU tensors (eager; the backward case runs
           forward and backward through autograd)
 
-Calls alternate in blocks (--calls per block, --reps blocks, each peer's
-block after --gap seconds idle so spinning pools settle); the table shows
-the median per-call time of each peer and the ratio torch / ipuxl (above 1:
-ipuxl is faster), and the largest difference between the two results.
+Calls alternate in blocks (--calls per block; --reps repetitions of one
+block of each peer, back to back, which goes first alternating; each block
+after --gap seconds idle so spinning pools settle); the table shows the
+median per-call time of each peer, the ratio torch / ipuxl (above 1: ipuxl
+is faster) as the median of the per-repetition ratios (paired: the
+machine's slow spells hit both blocks of a pair alike, see bench/_stats.py)
+and, for comparison, as the ratio of the two medians, and the largest
+difference between the two results.
 
   scripts/dev_build.sh build/dev
   IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/conv.py [--threads 1]
@@ -33,11 +37,16 @@ it on an idle machine, or compare at --threads 1, where contention matters
 least; the load average is printed.
 """
 import argparse
+import os
 import platform
 import statistics
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _stats import paired_ratio  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -140,7 +149,7 @@ def time_block(fn, calls):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--gap", type=float, default=0.05)
     ap.add_argument("-k", default="", help="only cases whose label contains this")
@@ -157,14 +166,15 @@ def main():
         torch.set_num_threads(args.threads)
         core.set_num_threads(args.threads)
 
-    import os
-
     print(f"load average {os.getloadavg()[0]:.2f}")
     print(f"CPU: {cpu_model()}; ipuxl core threads {core.num_threads()}, level {core.isa()}, "
           f"GEMM {core.gemm_kernel()}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA="
           f"{os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset: its best)')}")
-    print(f"{'case':38s} {'ipuxl ms':>9s} {'torch ms':>9s} {'torch/ipuxl':>11s} {'max diff':>9s}")
+    print("times: medians of the repetitions; torch/ipuxl: median of the per-repetition "
+          "ratios (paired), of medians: ratio of the two medians")
+    print(f"{'case':38s} {'ipuxl ms':>9s} {'torch ms':>9s} {'torch/ipuxl':>11s} "
+          f"{'of medians':>9s} {'max diff':>9s}")
     rng = np.random.default_rng(0)
     ratios = []
     for label, kind, xs, ws, stride, pad in CASES:
@@ -180,15 +190,17 @@ def main():
             ip()
             tp()
         ti, tt = [], []
-        for _ in range(args.reps):
-            time.sleep(args.gap)
-            ti.append(time_block(ip, args.calls))
-            time.sleep(args.gap)
-            tt.append(time_block(tp, args.calls))
+        for r in range(args.reps):
+            # each rep times both peers back to back, the first alternating
+            # between reps (see paired_ratio)
+            for who in ((ip, ti), (tp, tt))[:: 1 if r % 2 == 0 else -1]:
+                time.sleep(args.gap)
+                who[1].append(time_block(who[0], args.calls))
         mi, mt = statistics.median(ti), statistics.median(tt)
-        ratios.append(mt / mi)
-        print(f"{label:38s} {mi * 1e3:9.2f} {mt * 1e3:9.2f} {mt / mi:11.2f} {diff:9.2e}",
-              flush=True)
+        ratio = paired_ratio(tt, ti)
+        ratios.append(ratio)
+        print(f"{label:38s} {mi * 1e3:9.2f} {mt * 1e3:9.2f} {ratio:11.2f} {mt / mi:9.2f} "
+              f"{diff:9.2e}", flush=True)
         sess.__exit__(None, None, None)
     if ratios:
         print(f"geometric mean torch/ipuxl: {float(np.exp(np.mean(np.log(ratios)))):.2f}")

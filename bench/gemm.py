@@ -28,12 +28,15 @@ Peers, all in this process on the same float32 data:
 
 Every peer but the core keeps worker threads spinning after a call, so each
 timed block starts after an idle gap (--gap seconds). Blocks of all peers are
-interleaved --reps times; the median per-call time is reported as GFLOP/s,
-with ratios peer time / ipuxl time (above 1: ipuxl is faster); "best" is
-the fastest of numpy, torch and ort (at a forced lower level: numpy, the
-only peer held to that level), and "%peak" ipuxl's share of the
-level's all-core FMA peak (bench/fma_peak.py), which the header prints with
-the CPU and the level in use.
+interleaved --reps times (the starting peer rotating); the median per-call
+time is reported as GFLOP/s, with ratios peer time / ipuxl time (above 1:
+ipuxl is faster), each the median of the per-repetition ratios (paired: a
+slow spell of the machine falls on all blocks of one repetition alike; see
+bench/_stats.py); "best" is the fastest of numpy, torch and ort by median
+time (at a forced lower level: numpy, the only peer held to that level),
+and "%peak" ipuxl's share of the level's all-core FMA peak
+(bench/fma_peak.py), which the header prints with the CPU and the level in
+use.
 
   scripts/dev_build.sh build/dev
   IPUXL_CORE_DIR=build/dev PYTHONPATH=python python3 bench/gemm.py
@@ -132,6 +135,7 @@ def main(argv=None) -> int:
 
     from ipuxl import _core  # noqa: PLC0415
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _stats import paired_ratio  # noqa: PLC0415
     from fma_peak import machine_lines  # noqa: PLC0415
     lines, peak = machine_lines(_core)
     for line in lines:
@@ -230,21 +234,27 @@ def main(argv=None) -> int:
         times = {k: [] for k in fns}
         for fn in fns.values():
             fn(2)  # warm-up
-        for _ in range(args.reps):
-            for k, fn in fns.items():
+        names = list(fns)
+        for r in range(args.reps):
+            # the starting peer rotates, so no peer always follows the same one
+            for k in names[r % len(names):] + names[:r % len(names)]:
                 time.sleep(args.gap)
-                times[k].append(per_call(fn, calls))
+                times[k].append(per_call(fns[k], calls))
+        if "ort" in times:
+            times["ort"] = [max(t - o, 1e-9) for t, o in zip(times["ort"], times["ort-ovh"])]
         med = {k: statistics.median(v) for k, v in times.items()}
-        if "ort" in med:
-            med["ort"] = max(med["ort"] - med["ort-ovh"], 1e-9)
         gf = {k: flop / v / 1e9 for k, v in med.items()}
-        best = min(med[p] for p in counted if p in med)
+        # ratios: medians of the per-repetition ratios (paired, bench/_stats.py);
+        # the best peer is the one with the lowest median time
+        ratio = {p: paired_ratio(times[p], times["ipuxl"]) for p in outside if p in times}
+        best_peer = min((p for p in counted if p in med), key=lambda p: med[p])
+        best = ratio[best_peer]
         row = f"{label:30s} {flop / 1e6:7.2f} {plan:>4s} " + " ".join(
             f"{gf[p]:9.1f}" if p in gf else f"{'-':>9s}" for p in peers)
         row += "   " + " ".join(
-            f"{med[p] / med['ipuxl']:7.2f}" if p in med else f"{'-':>7s}" for p in outside)
-        row += f" {best / med['ipuxl']:7.2f} {100 * gf['ipuxl'] / all_core_peak:5.0f}%"
-        lowest = min(lowest, (best / med["ipuxl"], label))
+            f"{ratio[p]:7.2f}" if p in ratio else f"{'-':>7s}" for p in outside)
+        row += f" {best:7.2f} {100 * gf['ipuxl'] / all_core_peak:5.0f}%"
+        lowest = min(lowest, (best, label))
         print(row, flush=True)
     print(f"lowest ratio best peer / ipuxl: {lowest[0]:.2f} ({lowest[1].strip()})")
     print(f"largest relative error of the core's results: {worst:.2e}")

@@ -32,7 +32,10 @@ as a Python float (which also forces JAX's asynchronous dispatch to finish).
 
 Each peer lives in its own worker process (so imports, thread pools and
 memory do not mix); this process drives them one at a time, alternating,
-over several repetitions, and reports medians. Before each timed block it
+over several repetitions, and reports medians of the steps/s and, as the
+ratios, medians of each repetition's ratio to ipuxl (paired: a slow spell
+of the machine falls on both blocks of a repetition alike; bench/_stats.py).
+Before each timed block it
 sleeps ``--gap`` seconds so the previous peer's spinning thread pools stop
 competing for the cores. Peak RSS is measured in a fresh process per peer
 (its VmHWM; see ``peak_rss_bytes``).
@@ -59,6 +62,7 @@ import time
 import numpy as np
 
 from _peer import Peer  # bench/ is on sys.path when a script here runs
+from _stats import paired_ratio
 
 LAYERS = (784, 512, 512, 512, 10)
 LR = 0.05
@@ -738,7 +742,8 @@ def main(argv=None) -> int:
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} steps (batch 8) and "
           f"{args.steps_large} steps (batch 128), {args.gap} s idle before each block; medians. "
           f"Epoch: {args.epoch_steps} steps at batch 8, {args.epoch_reps} repetitions, median.")
-    print("ratio = peer time / ipuxl time (above 1: ipuxl faster); RSS ratio = peer / ipuxl")
+    print("ratio = peer time / ipuxl time (above 1: ipuxl faster), the median of the "
+          "per-repetition ratios (paired: bench/_stats.py); RSS ratio = peer / ipuxl")
     print()
     hdr = (f"{'peer':<7}{'b8 steps/s':>11}{'ratio':>7}{'b128 steps/s':>13}{'ratio':>7}"
            f"{'epoch b8 (s)':>14}{'ratio':>7}{'1st step (s)':>13}{'ratio':>7}"
@@ -750,9 +755,12 @@ def main(argv=None) -> int:
         ext = "*" if epoch_plan[n] < args.epoch_steps else " "
         rows[n] = {
             "steps_per_s_b8": 1.0 / med[args.batch_small][n],
-            "ratio_b8": med[args.batch_small][n] / base8,
+            "ratio_b8": paired_ratio(times[args.batch_small][n], times[args.batch_small]["ipuxl"]),
             "steps_per_s_b128": 1.0 / med[args.batch_large][n],
-            "ratio_b128": med[args.batch_large][n] / base128,
+            "ratio_b128": paired_ratio(times[args.batch_large][n],
+                                       times[args.batch_large]["ipuxl"]),
+            "ratio_of_medians_b8": med[args.batch_small][n] / base8,
+            "ratio_of_medians_b128": med[args.batch_large][n] / base128,
             "epoch_b8_s": epoch_med[n], "epoch_ratio": epoch_med[n] / epoch_med["ipuxl"],
             "epoch_steps_run": epoch_plan[n], "epoch_extrapolated": bool(ext.strip()),
             "first_step_s": first[n], "first_step_ratio": first[n] / first["ipuxl"],
