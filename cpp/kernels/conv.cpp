@@ -986,6 +986,41 @@ int direct_mb() {
   return 4;
 }
 
+// Vectors per strip at most (NSMAX of the level's direct_task_any).
+int64_t direct_nsmax() { return direct_v() == 4 ? 2 : 3; }
+
+// Whether the flat form (direct_task_flat) should run a unit-stride
+// forward of OH rows of OW outputs whose kernel reaches `reach` columns
+// past each, rather than strips of each row (direct_task): the estimated
+// multiply-add time of each, in vectors, weighted by how well a strip's
+// NS x MB accumulator chains cover the latency of two FMA pipes (4 cycles:
+// 8 chains just cover it on paper, 4 cannot): 12 or more chains count 1 per
+// vector, 8 count 1.25, 4 count 2. The flat form computes the reach's
+// columns too and copies its rows out (2%), but every strip is whole.
+// Measured (bench/README.md, "Flat rows at AVX2"): a 56-wide row at AVX2 is
+// 3 + 2 + 2 vectors with 12, 8, 8 chains; flat, 7.25 vectors of 12 chains
+// ran 64->64 56x56 b8 about 10% faster (torch/ipuxl paired 0.84 -> 0.95 at
+// two threads, 0.83 -> 0.95 at one); a 14-wide row at AVX-512 is one vector
+// of 8 chains, and 256->256 14x14 b8 went from 0.55 to 0.68-0.76.
+bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
+  const int64_t V = direct_v(), NSMAX = direct_nsmax(), MB = direct_mb();
+  auto weight = [&](int64_t ns) {
+    const int64_t chains = ns * MB;
+    return chains >= 12 ? 1.0 : chains >= 8 ? 1.25 : 2.0;
+  };
+  // the strips direct_task cuts a row into
+  double row = 0.0;
+  for (int64_t left = OW; left > 0;) {
+    const int64_t nv = (left + V - 1) / V;
+    const int64_t ns = NSMAX > 2 && nv == NSMAX + 1 ? 2 : nv >= NSMAX ? NSMAX : nv;
+    row += (double)ns * weight(ns);
+    left -= ns * V;
+  }
+  const int64_t strip = NSMAX * V;
+  const double flat = (double)((OH * (OW + reach) + strip - 1) / strip * NSMAX) * 1.02;
+  return flat < row * (double)OH;
+}
+
 void direct_task_run(const DirectTask& t) {
 #if IPUXL_MULTI_ISA
   switch (isa::current()) {
@@ -1056,8 +1091,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   // run to a whole number of the widest vectors past OW (strips read them).
   const int64_t sw = g.stride[2];
   const int64_t PH = (OH - 1) * g.stride[1] + (kh_n - 1) * g.dil[1] + 1;
-  // The flat form (direct_task_flat) when it wastes fewer lanes per row.
-  const int64_t V = direct_v(), reach_w = (kw_n - 1) * g.dil[2];
+  const int64_t reach_w = (kw_n - 1) * g.dil[2];
   // Short reductions: the column-unfolded form (direct_task_cols), whose
   // planes are CPH rows of OW per (channel, kernel column, row phase).
   // Its copy is Cg*KW floats per output position: a wide kernel row on a
@@ -1067,7 +1101,7 @@ void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
   const int64_t CPH = OH + (kh_n - 1) * g.dil[1] / sh;
   const bool cols = K <= kDirectMaxK && g.Cg * kw_n * sh * CPH * OW <= (int64_t(1) << 21) &&
                     std::getenv("IPUXL_CONV_NO_COLS") == nullptr;
-  const bool flat = !cols && g.stride[1] == 1 && sw == 1 && OW + reach_w < (OW + V - 1) / V * V;
+  const bool flat = !cols && g.stride[1] == 1 && sw == 1 && flat_pays(OH, OW, reach_w);
   const int64_t PWj = flat ? OW + reach_w
                            : (OW + kDirectPadV - 1) / kDirectPadV * kDirectPadV + reach_w / sw + 1;
   // flat strips read up to 3 vectors of the widest level past the last row
