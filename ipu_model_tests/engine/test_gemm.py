@@ -247,14 +247,17 @@ def test_small_k_path_same_bits_as_packed_path():
     Each element must be the same chain of multiply-adds as on the general
     path (run_block, reached here through a pre-packed B), so the two agree
     bit for bit at 1, 2 and 3 threads: partial row groups (M not a multiple
-    of 6), partial vectors and tiles (N = 17, 33, 130), K across the range
+    of 6, or of 12 for the taller tiles from K = 16 at AVX-512: every
+    remainder runs as one tile of its own height), partial vectors and tiles
+    (N = 17, 33, 130), K across the range
     and just past it (129: the general path on both sides), alpha and beta
     (beta == 0: C starts as NaN and must not be read), padded leading
     dimensions; both also match float64."""
     rng = np.random.default_rng(29)
     n0 = core.num_threads()
     cases = [(784, 512, 8), (512, 512, 16), (7, 33, 3), (13, 130, 1), (100, 17, 31),
-             (301, 200, 64), (64, 48, 128), (50, 40, 129), (1, 512, 8)]
+             (301, 200, 64), (64, 48, 128), (50, 40, 129), (1, 512, 8), (23, 40, 20),
+             (35, 64, 16), (17, 96, 15)]
     try:
         for t in (1, 2, 3):
             core.set_num_threads(t)
