@@ -206,10 +206,10 @@ struct Vec {
   }
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
   static float sum(V v) {
-    // through memory: GCC 12 warns on the 512-bit extract intrinsics
-    alignas(64) float t[16];
-    _mm512_store_ps(t, v);
-    __m256 q = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
+    // upper 256 bits onto the lower in registers (a shuffle of 128-bit
+    // lanes; GCC 12 warns on the 512-bit extract intrinsics)
+    const __m512 h = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xEE));
+    __m256 q = _mm512_castps512_ps256(h);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
