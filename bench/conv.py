@@ -62,6 +62,9 @@ def cpu_model() -> str:
 CASES = [
     # label, kind, x shape, w shape / kernel, stride, pad
     ("conv 3x3 64->64 56x56 b8", "conv", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+    # ResNet's later stages: more channels on smaller planes
+    ("conv 3x3 128->128 28x28 b8", "conv", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1),
+    ("conv 3x3 256->256 14x14 b8", "conv", (8, 256, 14, 14), (256, 256, 3, 3), 1, 1),
     ("conv 3x3 3->64 112x112 b4 s2", "conv", (4, 3, 112, 112), (64, 3, 3, 3), 2, 1),
     ("conv 1x1 256->64 28x28 b16", "conv", (16, 256, 28, 28), (64, 256, 1, 1), 1, 0),
     ("conv 5x5 1->32 28x28 b128 (MNIST)", "conv", (128, 1, 28, 28), (32, 1, 5, 5), 1, 2),
