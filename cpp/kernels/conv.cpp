@@ -835,6 +835,15 @@ inline int64_t tap_chunk(const DirectTask& t) {
   return t.K > 2 * kDirectChunkC * t.taps ? kDirectChunkC * t.taps : t.K;
 }
 
+// Vectors in the strip that starts a row's remaining nv vectors: NSMAX, or
+// all that are left when fewer, except that NSMAX + 1 go as 2 + 2 rather
+// than NSMAX and a lone vector, whose MB accumulator chains (4 at AVX2) are
+// too few to hide the multiply-add latency (a 28-wide row at AVX2, a 56-wide
+// one at AVX-512). Shared by direct_task, direct_task_cols and flat_pays.
+constexpr int64_t strip_vectors(int64_t nv, int64_t nsmax) {
+  return nsmax > 2 && nv == nsmax + 1 ? 2 : (nv < nsmax ? nv : nsmax);
+}
+
 template <int V, int NSMAX, int MB>
 __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
   const int64_t mblocks = (t.Mg + MB - 1) / MB, plane = t.OH * t.OW;
@@ -853,27 +862,15 @@ __attribute__((always_inline)) inline void direct_task(const DirectTask& t) {
         for (int64_t ow = 0; ow < t.OW;) {
           const int64_t left = t.OW - ow, nv = (left + V - 1) / V;
           const float* base = brow + ow;
-          if (NSMAX > 2 && nv == NSMAX + 1) {
-            // two strips of 2 rather than NSMAX and a lone vector, whose MB
-            // accumulator chains (4 at AVX2) are too few to hide the
-            // multiply-add latency: a 28-wide row at AVX2 (4 vectors), a
-            // 56-wide one at AVX-512
-            direct_strip<V, 2, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, 2 * V, spill,
-                                   add);
-            ow += 2 * V;
-          } else if (nv >= NSMAX) {
-            const int64_t nw = std::min<int64_t>(left, NSMAX * V);
+          const int64_t ns = strip_vectors(nv, NSMAX), nw = std::min<int64_t>(left, ns * V);
+          if (ns == NSMAX)
             direct_strip<V, NSMAX, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
-            ow += NSMAX * V;
-          } else if (NSMAX > 2 && nv == 2) {
+          else if (ns == 2)
             direct_strip<V, (NSMAX > 2 ? 2 : 1), MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
-                                                    left, spill, add);
-            ow = t.OW;
-          } else {
-            direct_strip<V, 1, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm,
-                                   std::min<int64_t>(left, V), spill, add);
-            ow += V;
-          }
+                                                    nw, spill, add);
+          else
+            direct_strip<V, 1, MB>(base, t.offs, w, k0, k1, yrow + ow, plane, nm, nw, spill, add);
+          ow += ns * V;
         }
       }
     }
@@ -933,8 +930,7 @@ __attribute__((always_inline)) inline void direct_task_cols(const DirectTask& t)
     const bool add = k0 > 0;
     for (int64_t p = 0; p < plane;) {
       const int64_t left = plane - p, nv = (left + V - 1) / V;
-      // strip shape as in direct_task: 2 + 2 rather than NSMAX + a lone vector
-      const int ns = NSMAX > 2 && nv == NSMAX + 1 ? 2 : nv >= NSMAX ? NSMAX : NSMAX > 2 && nv == 2 ? 2 : 1;
+      const int64_t ns = strip_vectors(nv, NSMAX);
       const int64_t nw = std::min<int64_t>(left, ns * V);
       for (int64_t mb = 0; mb < mblocks; ++mb) {
         const int64_t nm = std::min<int64_t>(MB, t.Mg - mb * MB);
@@ -997,11 +993,12 @@ int64_t direct_nsmax() { return direct_v() == 4 ? 2 : 3; }
 // 8 chains just cover it on paper, 4 cannot): 12 or more chains count 1 per
 // vector, 8 count 1.25, 4 count 2. The flat form computes the reach's
 // columns too and copies its rows out (2%), but every strip is whole.
-// Measured (bench/README.md, "Flat rows at AVX2"): a 56-wide row at AVX2 is
-// 3 + 2 + 2 vectors with 12, 8, 8 chains; flat, 7.25 vectors of 12 chains
-// ran 64->64 56x56 b8 about 10% faster (torch/ipuxl paired 0.84 -> 0.95 at
-// two threads, 0.83 -> 0.95 at one); a 14-wide row at AVX-512 is one vector
-// of 8 chains, and 256->256 14x14 b8 went from 0.55 to 0.68-0.76.
+// Measured (bench/README.md, "2026-11-27, third session (branch conv5)"):
+// a 56-wide row at AVX2 is 3 + 2 + 2 vectors with 12, 8, 8 chains; flat,
+// 7.25 vectors of 12 chains ran 64->64 56x56 b8 about 10% faster
+// (torch/ipuxl paired 0.77-0.93 -> 0.90-0.97 at two threads, 0.81-0.85 ->
+// 0.91-0.99 at one); a 14-wide row at AVX-512 is one vector of 8 chains,
+// and 256->256 14x14 b8 went from 0.55 to 0.68-0.76.
 bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
   const int64_t V = direct_v(), NSMAX = direct_nsmax(), MB = direct_mb();
   auto weight = [&](int64_t ns) {
@@ -1011,8 +1008,7 @@ bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
   // the strips direct_task cuts a row into
   double row = 0.0;
   for (int64_t left = OW; left > 0;) {
-    const int64_t nv = (left + V - 1) / V;
-    const int64_t ns = NSMAX > 2 && nv == NSMAX + 1 ? 2 : nv >= NSMAX ? NSMAX : nv;
+    const int64_t ns = strip_vectors((left + V - 1) / V, NSMAX);
     row += (double)ns * weight(ns);
     left -= ns * V;
   }
