@@ -22,6 +22,11 @@
 //      short reductions (C/G x kernel <= 64) copy the image instead into
 //      column-unfolded planes (one per channel, kernel column and row phase;
 //      see direct_task_cols), so strips run over the whole output plane;
+//      where those row strips would leave a sixth or more of their lanes
+//      past the rows' ends (14-wide rows) and the channels allow it (16+
+//      input, output a multiple of 32 at AVX-512 / 16 at AVX2), the
+//      channels-in-vectors form instead: a channels-last copy of the image,
+//      and tiles of up to 14 positions x 32 output channels (see OcTask);
 //    - data gradient of a unit-stride convolution: the same forward kernel
 //      on dy, with the weights transposed per group and the taps reversed
 //      (packed that way, no flipped copy), padded by reach - pad;
@@ -66,6 +71,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/blas.hpp"
@@ -985,10 +991,10 @@ int direct_mb() {
 // Vectors per strip at most (NSMAX of the level's direct_task_any).
 int64_t direct_nsmax() { return direct_v() == 4 ? 2 : 3; }
 
-// Whether the flat form (direct_task_flat) should run a unit-stride
-// forward of OH rows of OW outputs whose kernel reaches `reach` columns
-// past each, rather than strips of each row (direct_task): the estimated
-// multiply-add time of each, in vectors, weighted by how well a strip's
+// Estimated multiply-add time of a forward of OH rows of OW outputs whose
+// kernel reaches `reach` columns past each, in the two row forms: strips of
+// each row (direct_task) and, at unit strides, the flat form
+// (direct_task_flat). In vectors, weighted by how well a strip's
 // NS x MB accumulator chains cover the latency of two FMA pipes (4 cycles:
 // 8 chains just cover it on paper, 4 cannot): 12 or more chains count 1 per
 // vector, 8 count 1.25, 4 count 2. The flat form computes the reach's
@@ -999,7 +1005,10 @@ int64_t direct_nsmax() { return direct_v() == 4 ? 2 : 3; }
 // (torch/ipuxl paired 0.77-0.93 -> 0.90-0.97 at two threads, 0.81-0.85 ->
 // 0.91-0.99 at one); a 14-wide row at AVX-512 is one vector of 8 chains,
 // and 256->256 14x14 b8 went from 0.55 to 0.68-0.76.
-bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
+struct DirectCost {
+  double rows, flat;  // multiply-add time of the two forms, in vectors
+};
+DirectCost direct_cost(int64_t OH, int64_t OW, int64_t reach) {
   const int64_t V = direct_v(), NSMAX = direct_nsmax(), MB = direct_mb();
   auto weight = [&](int64_t ns) {
     const int64_t chains = ns * MB;
@@ -1014,7 +1023,14 @@ bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
   }
   const int64_t strip = NSMAX * V;
   const double flat = (double)((OH * (OW + reach) + strip - 1) / strip * NSMAX) * 1.02;
-  return flat < row * (double)OH;
+  return {row * (double)OH, flat};
+}
+
+// Whether the flat form should run a unit-stride forward rather than the
+// strips of each row.
+bool flat_pays(int64_t OH, int64_t OW, int64_t reach) {
+  const DirectCost c = direct_cost(OH, OW, reach);
+  return c.flat < c.rows;
 }
 
 void direct_task_run(const DirectTask& t) {
@@ -1076,8 +1092,234 @@ void fill_cols(const Geom& g, const float* x, int64_t CPH, float* buf) {
 // op's weights); with `flipped`, g is data_grad_as_forward of a convolution
 // and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
 // packing reads transposed per group with the taps reversed.
+// ---------------------------------------------------------------------------
+// The channels-in-vectors form of a forward convolution (and of a data
+// gradient run as one): vector lanes hold output channels, and a tile of R
+// consecutive output positions of one row x NV vectors of channels keeps
+// R x NV accumulators over every tap and input channel. Each image is
+// copied once into a zero-padded channels-last buffer xl[row][col][Cg], so
+// the input of tap (kh, kw) for position r of a tile is Cg contiguous floats
+// at a fixed offset, and the weights are packed as [block][tap][Cg][NV*V]:
+// per (tap, channel) step NV vector loads of weights and R broadcasts of x
+// feed R * NV multiply-adds, the GEMM micro-kernel's shape (14 x 2 vectors
+// at AVX-512, 6 x 2 at AVX2). Unlike the row strips of direct_task no lane
+// is spent past a row's end: a 14-wide row is one tile of 14 positions
+// (strips of 16-lane vectors over the padded rows computed 240 positions
+// for 196 there). Every output element is summed in one fixed order (taps
+// outer, channels inner), whatever the thread count.
+constexpr int64_t kOcCB = 16;
+
+struct OcTask {
+  const float* xl;      // the image's padded channels-last copy (one group)
+  const int64_t* toff;  // per tap: offset of its input in xl (floats)
+  const float* w;       // packed weights of this block: [taps][Cg][NVV]
+  float* y;             // output channel m0 of this image: [NVV][OH][OW]
+  int64_t taps, Cg, OH, OW, PW, sh, sw, nm;  // nm: valid channels of the block
+};
+
+template <int V, int R, int NV>
+__attribute__((always_inline)) inline void oc_tile(const float* a, int64_t sx, const int64_t* toff,
+                                                   int64_t taps, int64_t Cg, const float* w,
+                                                   float* out) {
+  typedef float Vf __attribute__((vector_size(V * sizeof(float)), aligned(4)));
+  Vf acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = Vf{};
+  // Rows of the tile in groups of three off one base pointer each (base,
+  // base + sx, base + 2 sx), as in the GEMM micro-kernel, so every
+  // broadcast addresses memory directly.
+  constexpr int NG = (R + 2) / 3;
+  const int64_t s1 = sx, s2 = 2 * sx;
+  // Input channels in blocks of kOcCB, taps inside a block: the tile's
+  // inputs for one block (kOcCB channels at every position the taps reach)
+  // stay in L1 while all the taps use them; all channels per tap streamed
+  // R lines of Cg floats per tap through it.
+  for (int64_t c0 = 0; c0 < Cg; c0 += kOcCB)
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* base[NG];
+    for (int q = 0; q < NG; ++q) base[q] = a + toff[t] + c0 + 3 * q * sx;
+    const int64_t cn = std::min<int64_t>(kOcCB, Cg - c0);
+    for (int64_t c = 0; c < cn; ++c) {
+      Vf bv[NV];
+      for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const Vf*>(w + v * V);
+      for (int r = 0; r < R; ++r) {
+        const float xv = base[r / 3][r % 3 == 0 ? 0 : (r % 3 == 1 ? s1 : s2)];
+        for (int v = 0; v < NV; ++v) acc[r][v] += xv * bv[v];
+      }
+      for (int q = 0; q < NG; ++q) base[q] += 1;
+      w += NV * V;
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) *reinterpret_cast<Vf*>(out + (r * NV + v) * V) = acc[r][v];
+}
+
+template <int V, int NV, int R>
+__attribute__((always_inline)) inline bool oc_tile_if(int nr, const float* a, int64_t sx,
+                                                      const OcTask& t, float* out) {
+  if (nr != R) return false;
+  oc_tile<V, R, NV>(a, sx, t.toff, t.taps, t.Cg, t.w, out);
+  return true;
+}
+
+template <int V, int NV, int... I>
+__attribute__((always_inline)) inline void oc_tile_n(int nr, const float* a, int64_t sx,
+                                                     const OcTask& t, float* out,
+                                                     std::integer_sequence<int, I...>) {
+  (oc_tile_if<V, NV, I + 1>(nr, a, sx, t, out) || ...);
+}
+
+// One task: every row of one image for one block of NV*V output channels,
+// in tiles of at most RMAX positions (balanced: 28 -> 14 + 14, 56 -> 4 x 14).
+template <int V, int NV, int RMAX>
+__attribute__((always_inline)) inline void oc_task(const OcTask& t) {
+  constexpr int NVV = NV * V;
+  alignas(64) float out[RMAX * NVV];
+  const int64_t plane = t.OH * t.OW, nt = (t.OW + RMAX - 1) / RMAX;
+  const int64_t sx = t.sw * t.Cg;
+  for (int64_t oh = 0; oh < t.OH; ++oh) {
+    for (int64_t q = 0; q < nt; ++q) {
+      const int64_t ow0 = t.OW * q / nt, ow1 = t.OW * (q + 1) / nt;
+      const int nr = (int)(ow1 - ow0);
+      const float* a = t.xl + ((oh * t.sh) * t.PW + ow0 * t.sw) * t.Cg;
+      oc_tile_n<V, NV>(nr, a, sx, t, out, std::make_integer_sequence<int, RMAX>());
+      float* y = t.y + oh * t.OW + ow0;
+      for (int64_t j = 0; j < t.nm; ++j)
+        for (int r = 0; r < nr; ++r) y[j * plane + r] = out[r * NVV + j];
+    }
+  }
+}
+
+#if IPUXL_MULTI_ISA
+IPUXL_TARGET_AVX512 void oc_task_avx512(const OcTask& t) { oc_task<16, 2, 14>(t); }
+IPUXL_TARGET_AVX2 void oc_task_avx2(const OcTask& t) { oc_task<8, 2, 6>(t); }
+#endif
+
+// Output channels per block of the channels-in-vectors form at the level in
+// use (0: the level has no such kernel).
+int64_t oc_block() {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return 32;
+    case isa::Level::AVX2: return 16;
+    default: break;
+  }
+#endif
+  return 0;
+}
+
+// Whether run_forward_direct takes the channels-in-vectors form.
+bool oc_form_applies(const Geom& g) {
+  const int64_t nvv = oc_block();
+  if (nvv == 0 || std::getenv("IPUXL_CONV_NO_OC") != nullptr) return false;
+  if (g.in[0] != 1 || g.k[0] != 1) return false;
+  if (g.Mg % nvv != 0 || g.Cg < 16 || g.K <= kDirectMaxK) return false;
+  // Taken where the row forms spend a sixth or more of their lanes past the
+  // rows' ends (estimated as flat_pays does): the channels-in-vectors tiles
+  // waste none, but copy the image and store each tile's channels one by
+  // one. 2 threads, paired torch/ipuxl against the row forms
+  // (bench/README.md, "2026-11-27, fourth session"): 3x3 256->256 14x14 b8
+  // (estimate 1.25) AVX-512 0.74-0.80 -> 0.82-0.92, AVX2 0.76-0.86 ->
+  // 0.84-0.86; 128->128 28x28 (1.12) and 64->64 56x56 (1.06) level or
+  // slower, left on the row forms.
+  const int64_t OH = g.out[1], OW = g.out[2];
+  const DirectCost c = direct_cost(OH, OW, (g.k[2] - 1) * g.dil[2]);
+  const bool unit = g.stride[1] == 1 && g.stride[2] == 1;
+  const double rows = unit ? std::min(c.rows, c.flat) : c.rows;
+  if (rows < 1.15 * (double)(OH * OW) / (double)direct_v()) return false;
+  // the channels-last copies of all images at once
+  const int64_t PH = (g.out[1] - 1) * g.stride[1] + (g.k[1] - 1) * g.dil[1] + 1;
+  const int64_t PW = (g.out[2] - 1) * g.stride[2] + (g.k[2] - 1) * g.dil[2] + 1;
+  return g.N * g.C * PH * PW <= (int64_t(1) << 24);
+}
+
+void run_forward_oc(const Geom& g, const float* X, const float* W, float* Y, bool flipped) {
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t KH = g.k[1], KW = g.k[2], taps = g.Ksp, Cg = g.Cg;
+  const int64_t sh = g.stride[1], sw = g.stride[2];
+  const int64_t PH = (OH - 1) * sh + (KH - 1) * g.dil[1] + 1;
+  const int64_t PW = (OW - 1) * sw + (KW - 1) * g.dil[2] + 1;
+  const int64_t NVV = oc_block(), mblocks = g.Mg / NVV, images = g.N * g.G;
+  const int64_t img_n = PH * PW * Cg;
+  // Channels-last padded copies of every image and group: element (r, c,
+  // ch) holds x[ch][r - pad_h][c - pad_w], or zero outside the image.
+  LineBuf xl((size_t)(images * img_n), false);
+  parallel_for(images, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = i / g.G, gi = i % g.G;
+      const float* src = X + (n * g.C + gi * Cg) * g.Isp;
+      float* dst = xl.data() + i * img_n;
+      for (int64_t r = 0; r < PH; ++r) {
+        const int64_t ih = r - g.pad[1];
+        float* row = dst + r * PW * Cg;
+        if (ih < 0 || ih >= IH) {
+          std::fill(row, row + PW * Cg, 0.0f);
+          continue;
+        }
+        for (int64_t c = 0; c < PW; ++c) {
+          const int64_t iw = c - g.pad[2];
+          float* px = row + c * Cg;
+          if (iw < 0 || iw >= IW) {
+            std::fill(px, px + Cg, 0.0f);
+            continue;
+          }
+          const float* s = src + ih * IW + iw;
+          for (int64_t ch = 0; ch < Cg; ++ch) px[ch] = s[ch * g.Isp];
+        }
+      }
+    }
+  });
+  // Weights as [group][block][channel block][tap][channel][NVV] (the order
+  // oc_tile reads them), one task per (group, block, channel block): it
+  // reads NVV rows of kOcCB * taps floats and writes one contiguous run.
+  LineBuf wp((size_t)(g.G * g.Mg * taps * Cg), false);
+  const int64_t cblocks = (Cg + kOcCB - 1) / kOcCB;
+  parallel_for(g.G * mblocks * cblocks, std::max<int64_t>(1, 256 / std::max<int64_t>(taps, 1)),
+               [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gb = u / cblocks, c0 = u % cblocks * kOcCB, gi = gb / mblocks;
+      const int64_t m0 = gb % mblocks * NVV, cn = std::min<int64_t>(kOcCB, Cg - c0);
+      float* dst = wp.data() + (gb * Cg + c0) * taps * NVV;
+      for (int64_t j = 0; j < NVV; ++j) {
+        const int64_t m = m0 + j;
+        for (int64_t c = 0; c < cn; ++c)
+          for (int64_t t = 0; t < taps; ++t)
+            // flipped: output channel m is input channel m of the original
+            // convolution, and tap t its tap taps-1-t of output channel c
+            dst[(t * cn + c) * NVV + j] =
+                flipped ? W[((gi * Cg + c0 + c) * g.Mg + m) * taps + taps - 1 - t]
+                        : W[((gi * g.Mg + m) * Cg + c0 + c) * taps + t];
+      }
+    }
+  });
+  std::vector<int64_t> toff((size_t)taps);
+  for (int64_t kh = 0; kh < KH; ++kh)
+    for (int64_t kw = 0; kw < KW; ++kw)
+      toff[(size_t)(kh * KW + kw)] = (kh * g.dil[1] * PW + kw * g.dil[2]) * Cg;
+  // Units (group, block, image), images innermost: a block's weights
+  // (taps x Cg x NVV floats) stay in the core's cache over its images.
+  const int64_t units = g.G * mblocks * g.N, T = num_threads();
+  const int64_t chunks = T == 1 ? 1 : std::min<int64_t>(units, 4 * T);
+  parallel_for_chunks(units, chunks, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u % g.N, gb = u / g.N, gi = gb / mblocks, mb = gb % mblocks;
+      OcTask t{xl.data() + (n * g.G + gi) * img_n, toff.data(),
+               wp.data() + (gi * mblocks + mb) * taps * Cg * NVV,
+               Y + (n * g.M + gi * g.Mg + mb * NVV) * g.P, taps, Cg, OH, OW, PW, sh, sw, NVV};
+#if IPUXL_MULTI_ISA
+      if (isa::current() == isa::Level::AVX512) oc_task_avx512(t);
+      else oc_task_avx2(t);
+#endif
+    }
+  });
+}
+
 void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
                         bool flipped = false) {
+  if (oc_form_applies(g)) {
+    run_forward_oc(g, X, W, Y, flipped);
+    return;
+  }
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t kh_n = g.k[1], kw_n = g.k[2], K = g.K, taps = g.Ksp;
   // Padded image: rows -pad_h .. (OH-1)*sh - pad_h + (kh-1)*dh; each row
