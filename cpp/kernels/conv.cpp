@@ -1279,17 +1279,17 @@ void run_forward_oc(const Geom& g, const float* X, const float* W, float* Y, boo
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t gb = u / cblocks, c0 = u % cblocks * kOcCB, gi = gb / mblocks;
       const int64_t m0 = gb % mblocks * NVV, cn = std::min<int64_t>(kOcCB, Cg - c0);
+      // written in order; the reads stay within NVV rows of kOcCB * taps
+      // floats (in L1). flipped: output channel m is input channel m of the
+      // original convolution, and tap t its tap taps-1-t of output channel c.
       float* dst = wp.data() + (gb * Cg + c0) * taps * NVV;
-      for (int64_t j = 0; j < NVV; ++j) {
-        const int64_t m = m0 + j;
-        for (int64_t c = 0; c < cn; ++c)
-          for (int64_t t = 0; t < taps; ++t)
-            // flipped: output channel m is input channel m of the original
-            // convolution, and tap t its tap taps-1-t of output channel c
-            dst[(t * cn + c) * NVV + j] =
-                flipped ? W[((gi * Cg + c0 + c) * g.Mg + m) * taps + taps - 1 - t]
-                        : W[((gi * g.Mg + m) * Cg + c0 + c) * taps + t];
-      }
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t c = c0; c < c0 + cn; ++c) {
+          const float* src = flipped ? W + ((gi * Cg + c) * g.Mg + m0) * taps + taps - 1 - t
+                                     : W + ((gi * g.Mg + m0) * Cg + c) * taps + t;
+          const int64_t step = flipped ? taps : Cg * taps;
+          for (int64_t j = 0; j < NVV; ++j) *dst++ = src[j * step];
+        }
     }
   });
   std::vector<int64_t> toff((size_t)taps);
