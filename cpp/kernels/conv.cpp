@@ -1218,10 +1218,10 @@ bool oc_form_applies(const Geom& g) {
   // rows' ends (estimated as flat_pays does): the channels-in-vectors tiles
   // waste none, but copy the image and store each tile's channels one by
   // one. 2 threads, paired torch/ipuxl against the row forms
-  // (bench/README.md, "2026-11-27, fourth session"): 3x3 256->256 14x14 b8
-  // (estimate 1.25) AVX-512 0.74-0.80 -> 0.82-0.92, AVX2 0.76-0.86 ->
-  // 0.84-0.86; 128->128 28x28 (1.12) and 64->64 56x56 (1.06) level or
-  // slower, left on the row forms.
+  // (bench/README.md, "2026-11-27, fourth session (branch `conv6`)"): 3x3
+  // 256->256 14x14 b8 (estimate 1.25) AVX-512 0.74-0.80 -> 0.82-0.92, AVX2
+  // 0.76-0.86 -> 0.84-0.86; 128->128 28x28 (1.09-1.12) and 64->64 56x56
+  // (1.04-1.06) level or slower, left on the row forms.
   const int64_t OH = g.out[1], OW = g.out[2];
   const DirectCost c = direct_cost(OH, OW, (g.k[2] - 1) * g.dil[2]);
   const bool unit = g.stride[1] == 1 && g.stride[2] == 1;
