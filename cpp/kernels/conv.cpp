@@ -1088,10 +1088,6 @@ void fill_cols(const Geom& g, const float* x, int64_t CPH, float* buf) {
     }
 }
 
-// Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
-// op's weights); with `flipped`, g is data_grad_as_forward of a convolution
-// and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
-// packing reads transposed per group with the taps reversed.
 // ---------------------------------------------------------------------------
 // The channels-in-vectors form of a forward convolution (and of a data
 // gradient run as one): vector lanes hold output channels, and a tile of R
@@ -1099,22 +1095,24 @@ void fill_cols(const Geom& g, const float* x, int64_t CPH, float* buf) {
 // R x NV accumulators over every tap and input channel. Each image is
 // copied once into a zero-padded channels-last buffer xl[row][col][Cg], so
 // the input of tap (kh, kw) for position r of a tile is Cg contiguous floats
-// at a fixed offset, and the weights are packed as [block][tap][Cg][NV*V]:
-// per (tap, channel) step NV vector loads of weights and R broadcasts of x
-// feed R * NV multiply-adds, the GEMM micro-kernel's shape (14 x 2 vectors
-// at AVX-512, 6 x 2 at AVX2). Unlike the row strips of direct_task no lane
-// is spent past a row's end: a 14-wide row is one tile of 14 positions
-// (strips of 16-lane vectors over the padded rows computed 240 positions
-// for 196 there). Every output element is summed in one fixed order (taps
-// outer, channels inner), whatever the thread count.
+// at a fixed offset, and the weights are packed as [block][channel block of
+// kOcCB][tap][channel][NV*V]: per (tap, channel) step NV vector loads of
+// weights and R broadcasts of x feed R * NV multiply-adds, the GEMM
+// micro-kernel's shape (14 x 2 vectors at AVX-512, 6 x 2 at AVX2). Unlike
+// the row strips of direct_task no lane is spent past a row's end: a
+// 14-wide row is one tile of 14 positions (strips of 16-lane vectors over
+// the padded rows computed 240 positions for 196 there). Every output
+// element is summed in one fixed order (channel blocks, then taps, then the
+// block's channels), whatever the thread count. With `flipped`, as for
+// run_forward_direct below.
 constexpr int64_t kOcCB = 16;
 
 struct OcTask {
   const float* xl;      // the image's padded channels-last copy (one group)
   const int64_t* toff;  // per tap: offset of its input in xl (floats)
-  const float* w;       // packed weights of this block: [taps][Cg][NVV]
-  float* y;             // output channel m0 of this image: [NVV][OH][OW]
-  int64_t taps, Cg, OH, OW, PW, sh, sw, nm;  // nm: valid channels of the block
+  const float* w;       // this block's packed weights (see run_forward_oc)
+  float* y;             // the block's first output channel of this image
+  int64_t taps, Cg, OH, OW, PW, sh, sw;
 };
 
 template <int V, int R, int NV>
@@ -1134,20 +1132,21 @@ __attribute__((always_inline)) inline void oc_tile(const float* a, int64_t sx, c
   // inputs for one block (kOcCB channels at every position the taps reach)
   // stay in L1 while all the taps use them; all channels per tap streamed
   // R lines of Cg floats per tap through it.
-  for (int64_t c0 = 0; c0 < Cg; c0 += kOcCB)
-  for (int64_t t = 0; t < taps; ++t) {
-    const float* base[NG];
-    for (int q = 0; q < NG; ++q) base[q] = a + toff[t] + c0 + 3 * q * sx;
+  for (int64_t c0 = 0; c0 < Cg; c0 += kOcCB) {
     const int64_t cn = std::min<int64_t>(kOcCB, Cg - c0);
-    for (int64_t c = 0; c < cn; ++c) {
-      Vf bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const Vf*>(w + v * V);
-      for (int r = 0; r < R; ++r) {
-        const float xv = base[r / 3][r % 3 == 0 ? 0 : (r % 3 == 1 ? s1 : s2)];
-        for (int v = 0; v < NV; ++v) acc[r][v] += xv * bv[v];
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* base[NG];
+      for (int q = 0; q < NG; ++q) base[q] = a + toff[t] + c0 + 3 * q * sx;
+      for (int64_t c = 0; c < cn; ++c) {
+        Vf bv[NV];
+        for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const Vf*>(w + v * V);
+        for (int r = 0; r < R; ++r) {
+          const float xv = base[r / 3][r % 3 == 0 ? 0 : (r % 3 == 1 ? s1 : s2)];
+          for (int v = 0; v < NV; ++v) acc[r][v] += xv * bv[v];
+        }
+        for (int q = 0; q < NG; ++q) base[q] += 1;
+        w += NV * V;
       }
-      for (int q = 0; q < NG; ++q) base[q] += 1;
-      w += NV * V;
     }
   }
   for (int r = 0; r < R; ++r)
@@ -1184,7 +1183,7 @@ __attribute__((always_inline)) inline void oc_task(const OcTask& t) {
       const float* a = t.xl + ((oh * t.sh) * t.PW + ow0 * t.sw) * t.Cg;
       oc_tile_n<V, NV>(nr, a, sx, t, out, std::make_integer_sequence<int, RMAX>());
       float* y = t.y + oh * t.OW + ow0;
-      for (int64_t j = 0; j < t.nm; ++j)
+      for (int64_t j = 0; j < NVV; ++j)
         for (int r = 0; r < nr; ++r) y[j * plane + r] = out[r * NVV + j];
     }
   }
@@ -1305,7 +1304,7 @@ void run_forward_oc(const Geom& g, const float* X, const float* W, float* Y, boo
       const int64_t n = u % g.N, gb = u / g.N, gi = gb / mblocks, mb = gb % mblocks;
       OcTask t{xl.data() + (n * g.G + gi) * img_n, toff.data(),
                wp.data() + (gi * mblocks + mb) * taps * Cg * NVV,
-               Y + (n * g.M + gi * g.Mg + mb * NVV) * g.P, taps, Cg, OH, OW, PW, sh, sw, NVV};
+               Y + (n * g.M + gi * g.Mg + mb * NVV) * g.P, taps, Cg, OH, OW, PW, sh, sw};
 #if IPUXL_MULTI_ISA
       if (isa::current() == isa::Level::AVX512) oc_task_avx512(t);
       else oc_task_avx2(t);
@@ -1314,6 +1313,10 @@ void run_forward_oc(const Geom& g, const float* X, const float* W, float* Y, boo
   });
 }
 
+// Forward direct convolution of the whole batch. W is [M][Cg][taps] (the
+// op's weights); with `flipped`, g is data_grad_as_forward of a convolution
+// and W that convolution's weights, [G*Cg][Mg][taps] in g's terms, which the
+// packing reads transposed per group with the taps reversed.
 void run_forward_direct(const Geom& g, const float* X, const float* W, float* Y,
                         bool flipped = false) {
   if (oc_form_applies(g)) {

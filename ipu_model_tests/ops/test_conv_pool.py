@@ -116,23 +116,11 @@ def test_conv_value_and_grad(xs, ws, stride, pads, dil, groups):
     np.testing.assert_allclose(grads[1], dw, rtol=1e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
-    ((8, 32, 14, 28), (64, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # direct, all three
-    ((1, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),    # one image
-    ((3, 8, 9, 37), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # direct weight grad
-    ((6, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
-    ((4, 3, 23, 45), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # short, strided
-    ((2, 16, 20, 40), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # chunks split images
-    ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),    # taps, narrow
-    ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),        # batched
-])
-def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, groups):
-    """Value and both gradients are the same bits at 1, 2 and 3 threads:
-    the chunking of every path depends on the shapes only."""
+def _check_same_bits_at_any_thread_count(x, w, stride, pads, dil, groups):
+    """Runs conv's value and both gradients at 1, 2 and 3 threads, checks
+    that they are the same bits and agree with PyTorch's float64 result, and
+    returns them (those of 1 thread)."""
     from ipuxl import _core as core
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal(xs).astype(np.float32)
-    w = rng.standard_normal(ws).astype(np.float32)
     fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
     n0 = core.num_threads()
     results = []
@@ -150,6 +138,26 @@ def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, group
     np.testing.assert_allclose(results[0][0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(results[0][1], dx, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(results[0][2], dw, rtol=1e-4, atol=5e-4)
+    return results[0]
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dil,groups", [
+    ((8, 32, 14, 28), (64, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # direct, all three
+    ((1, 24, 9, 37), (20, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),    # one image
+    ((3, 8, 9, 37), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # direct weight grad
+    ((6, 1, 28, 28), (32, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),     # MNIST's layer
+    ((4, 3, 23, 45), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),     # short, strided
+    ((2, 16, 20, 40), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # chunks split images
+    ((5, 16, 9, 11), (16, 16, 3, 2), (1, 1), (1, 0, 1, 1), (2, 1), 1),    # taps, narrow
+    ((9, 4, 7, 6), (6, 2, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 2),        # batched
+])
+def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, groups):
+    """Value and both gradients are the same bits at 1, 2 and 3 threads:
+    the chunking of every path depends on the shapes only."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    _check_same_bits_at_any_thread_count(x, w, stride, pads, dil, groups)
 
 
 @pytest.mark.parametrize("cin", [16, 6])  # the tap products; the direct kernel
@@ -413,6 +421,16 @@ def _assert_same_nonfinite_pattern(got, want):
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
 
 
+def _check_nonfinite_conv(x, w, stride, pads):
+    """conv(x, w) has PyTorch's float64 pattern of NaN and infinities, and
+    its finite values elsewhere."""
+    got = run_fn(lambda a, b: ops.conv(a, b, stride, pads), x, w)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
+                       stride, pads, (1, 1), 1).numpy()
+    _assert_same_nonfinite_pattern(got, want)
+
+
 def test_conv_column_unfolded_form_with_inf_and_nan():
     """An infinity or NaN in x reaches exactly the outputs whose taps read it
     (the unfolded planes hold real values and the padding's zeros only;
@@ -423,11 +441,7 @@ def test_conv_column_unfolded_form_with_inf_and_nan():
     x[1, 2, 19, 25] = np.nan
     x[1, 0, 7, 13] = -np.inf
     w = RNG.standard_normal((12, 3, 3, 3)).astype(np.float32)
-    got = run_fn(lambda a, b: ops.conv(a, b, (2, 2), (1, 1, 1, 1)), x, w)
-    got = got[0] if isinstance(got, (list, tuple)) else got
-    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
-                       (2, 2), (1, 1, 1, 1), (1, 1), 1).numpy()
-    _assert_same_nonfinite_pattern(got, want)
+    _check_nonfinite_conv(x, w, (2, 2), (1, 1, 1, 1))
 
 
 def test_conv_short_reduction_too_large_to_unfold():
@@ -482,31 +496,15 @@ def test_conv_channels_in_vectors_form(monkeypatch, xs, ws, stride, pads, dil, g
     the data gradient as a forward of dy; at AVX-512 and AVX2): value and
     both gradients agree with PyTorch and with the row forms
     (IPUXL_CONV_NO_OC=1), and are the same bits at 1, 2 and 3 threads."""
-    from ipuxl import _core as core
     rng = np.random.default_rng(5)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
     fn = lambda a, b: ops.conv(a, b, stride, pads, dil, groups)  # noqa: E731
-    n0 = core.num_threads()
-    results = []
-    try:
-        for t in (1, 2, 3):
-            core.set_num_threads(t)
-            outs, grads = grads_of(fn, x, w)
-            results.append([outs[0], grads[0], grads[1]])
-    finally:
-        core.set_num_threads(n0)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            np.testing.assert_array_equal(a, b)
-    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, stride, pads, dil, groups), x, w)
-    np.testing.assert_allclose(results[0][0], want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(results[0][1], dx, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(results[0][2], dw, rtol=1e-4, atol=5e-4)
+    value, dx, _ = _check_same_bits_at_any_thread_count(x, w, stride, pads, dil, groups)
     monkeypatch.setenv("IPUXL_CONV_NO_OC", "1")
     outs_rows, grads_rows = grads_of(fn, x, w)
-    np.testing.assert_allclose(results[0][0], outs_rows[0], rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(results[0][1], grads_rows[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(value, outs_rows[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dx, grads_rows[0], rtol=1e-5, atol=1e-4)
 
 
 def test_conv_channels_in_vectors_form_with_inf_and_nan():
@@ -519,8 +517,4 @@ def test_conv_channels_in_vectors_form_with_inf_and_nan():
     x[0, 17, 5, 13] = np.nan
     x[1, 31, 13, 13] = -np.inf
     w = RNG.standard_normal((64, 32, 3, 3)).astype(np.float32)
-    got = run_fn(lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1)), x, w)
-    got = got[0] if isinstance(got, (list, tuple)) else got
-    want = _torch_conv(torch.tensor(x.astype(np.float64)), torch.tensor(w.astype(np.float64)),
-                       (1, 1), (1, 1, 1, 1), (1, 1), 1).numpy()
-    _assert_same_nonfinite_pattern(got, want)
+    _check_nonfinite_conv(x, w, (1, 1), (1, 1, 1, 1))
