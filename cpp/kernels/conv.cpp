@@ -1195,17 +1195,9 @@ IPUXL_TARGET_AVX2 void oc_task_avx2(const OcTask& t) { oc_task<8, 2, 6>(t); }
 #endif
 
 // Output channels per block of the channels-in-vectors form at the level in
-// use (0: the level has no such kernel).
-int64_t oc_block() {
-#if IPUXL_MULTI_ISA
-  switch (isa::current()) {
-    case isa::Level::AVX512: return 32;
-    case isa::Level::AVX2: return 16;
-    default: break;
-  }
-#endif
-  return 0;
-}
+// use: two vectors (oc_task_avx512 / oc_task_avx2); 0 at the 4-wide levels,
+// which have no such kernel.
+int64_t oc_block() { return direct_v() >= 8 ? 2 * direct_v() : 0; }
 
 // Whether run_forward_direct takes the channels-in-vectors form.
 bool oc_form_applies(const Geom& g) {
