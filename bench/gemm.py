@@ -6,7 +6,10 @@ dX = G @ W^T (trans_b) and dW = X^T @ G (trans_a) of each layer; then
 square products of 512 and 1024 (the "large" shapes, for the share of the
 FMA peak).
 
-Peers, all in this process on the same float32 data:
+Peers, all in this process on the same float32 data, whose arrays start on
+64-byte boundaries as a Session's tensors do (--numpy-alignment: as numpy
+allocates them; a large array then starts 16 bytes past a page, and the
+products that mostly write C, K of 8 or 10, lose a third of their speed):
 
   ipuxl      what ipuxl runs for the shape: the faster of the two below,
              measured once per shape and cached (_core.sgemm_plan; the
@@ -111,6 +114,22 @@ def make_ort(ta, tb, a, b):
     return gemm, ident
 
 
+def operand(values, numpy_alignment=False):
+    """A float32 copy of `values` whose data starts on a 64-byte boundary,
+    as every tensor of a Session's arena does (cpp/exec/state.cpp) and as
+    torch's allocator places its tensors; numpy_alignment: numpy's own
+    allocation instead (16 bytes past a page for large arrays, so that most
+    of a row's 64-byte vectors straddle two cache lines)."""
+    values = np.asarray(values, np.float32)
+    if numpy_alignment:
+        return values.copy()
+    buf = np.empty(values.size + 16, np.float32)
+    start = (-buf.ctypes.data // 4) % 16
+    out = buf[start:start + values.size].reshape(values.shape)
+    out[...] = values
+    return out
+
+
 def per_call(fn, calls):
     t = time.perf_counter()
     fn(calls)
@@ -131,6 +150,9 @@ def main(argv=None) -> int:
                    help="the MNIST MLP's products or the transformer block's (4x64x256)")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of every peer (0: each library's default, all cores)")
+    p.add_argument("--numpy-alignment", action="store_true",
+                   help="operands as numpy allocates them rather than 64-byte aligned "
+                        "(the alignment of a Session's tensors)")
     args = p.parse_args(argv)
 
     from ipuxl import _core  # noqa: PLC0415
@@ -164,7 +186,9 @@ def main(argv=None) -> int:
 
     rng = np.random.default_rng(0)
     print(f"threads: core {_core.num_threads()}"
-          + (f", torch {torch.get_num_threads()}" if torch_ok else ""))
+          + (f", torch {torch.get_num_threads()}" if torch_ok else "")
+          + ("; operands as numpy allocates them" if args.numpy_alignment
+             else "; operands 64-byte aligned (as in a Session)"))
     peers = ["ipuxl", "core", "core+pack", "openblas", "numpy", "torch", "ort"]
     outside = ["numpy", "torch", "ort"]
     # At a forced lower level only NumPy's OpenBLAS is held to that level
@@ -182,9 +206,9 @@ def main(argv=None) -> int:
     for label, ta, tb, M, N, K in shapes(args.shapes):
         if args.filter not in label:
             continue
-        a = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
-        b = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
-        c = np.zeros((M, N), np.float32)
+        a = operand(rng.standard_normal((K, M) if ta else (M, K)), args.numpy_alignment)
+        b = operand(rng.standard_normal((N, K) if tb else (K, N)), args.numpy_alignment)
+        c = operand(np.zeros((M, N)), args.numpy_alignment)
         opa, opb = (a.T if ta else a), (b.T if tb else b)
         ref = opa.astype(np.float64) @ opb.astype(np.float64)
         flop = 2.0 * M * N * K

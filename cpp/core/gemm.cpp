@@ -23,6 +23,17 @@
 #include <immintrin.h>
 #endif
 
+// Keeps a vector value in a register: an empty asm that reads and writes it
+// stops the compiler from folding its load into every use as a memory
+// operand (one load per use instead of one).
+#if defined(__x86_64__) || defined(__i386__)
+#define IPUXL_IN_REGISTER(v) asm("" : "+v"(v))
+#elif defined(__aarch64__)
+#define IPUXL_IN_REGISTER(v) asm("" : "+w"(v))
+#else
+#define IPUXL_IN_REGISTER(v) ((void)0)
+#endif
+
 namespace ipuxl {
 namespace gemm {
 
@@ -42,6 +53,15 @@ float* alloc_floats(size_t n) {
 constexpr int64_t kKC = 512;
 // Rows of A per block: an MC x KC block of A stays in L2.
 constexpr int64_t kMC = 16 * 14;
+// Products of fewer FLOPs run on the calling thread alone. Measured on the
+// Xeon (family 6 model 207) at AVX-512 with 64-byte aligned operands, two
+// threads, alternating processes (bench/README.md, "2026-11-27, fifth
+// session"): at 3 MFLOP, the b80 and b128 products of the MNIST MLP's
+// 10-wide layer (0.8-1.3 MFLOP) ran 1.07-1.33x slower on one thread than
+// split; the MNIST and transformer steps were level within the noise.
+// Below 0.5 MFLOP (batch 8's 0.08) waking the workers costs more than the
+// product.
+constexpr double kParallelMinFlops = 5.0e5;
 
 // Arguments of a micro-kernel call (see ukernel in gemm_isa.inc).
 struct Args {
