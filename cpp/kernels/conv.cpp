@@ -79,6 +79,7 @@
 #include "../core/gemm.hpp"
 #include "../core/parallel.hpp"
 #include "common.hpp"
+#include "conv_winograd.hpp"
 
 namespace ipuxl {
 namespace {
@@ -157,6 +158,26 @@ Geom make_geom(const OpDesc& d, const Shape& xs, const Shape& ws, const Shape& y
   for (int i = 0; i < 3; ++i)
     g.pointwise = g.pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.out[i] == g.in[i];
   return g;
+}
+
+// The Winograd form's problem (conv_winograd.hpp) for a 2-D 3x3 convolution
+// at unit strides and dilations; N = 0 for any other.
+conv_winograd::Problem winograd_problem(const Geom& g) {
+  conv_winograd::Problem p;
+  if (g.in[0] != 1 || g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3) return p;
+  for (int i = 1; i < 3; ++i)
+    if (g.stride[i] != 1 || g.dil[i] != 1) return p;
+  p.N = g.N;
+  p.G = g.G;
+  p.Cg = g.Cg;
+  p.Mg = g.Mg;
+  p.IH = g.in[1];
+  p.IW = g.in[2];
+  p.OH = g.out[1];
+  p.OW = g.out[2];
+  p.ph = g.pad[1];
+  p.pw = g.pad[2];
+  return p;
 }
 
 // Fixed number of partial sums of a batch-split weight gradient: a number
@@ -394,6 +415,11 @@ struct ConvPlan {
   bool direct_wgrad = false;  // run_weights_grad_direct
   Geom fg;                    // that geometry
   bool tap = false;      // run_tap
+  // conv_winograd::forward of the forward, or of the data gradient as a
+  // forward (data_grad_as_forward); declines at run time on an infinity or
+  // NaN, and the form planned above runs.
+  bool winograd = false;
+  conv_winograd::Problem wino;
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
   FloatOut o;
   const TensorRef* log2_scale = nullptr;
@@ -1475,16 +1501,23 @@ Geom data_grad_as_forward(const Geom& g) {
 // Whether the data gradient runs as a direct forward convolution: unit
 // strides, 1 or 2 spatial axes, a kernel bigger than 1x1, padding within
 // the kernel's reach at both ends (dx reads only real dy rows or zeros).
-bool direct_data_grad_applies(const Geom& g) {
+// Whether the data gradient of this 2-D unit-stride convolution is a
+// forward convolution (data_grad_as_forward) with pads in [0, reach] at
+// both ends of each axis.
+bool data_grad_is_forward(const Geom& g) {
   if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
     return false;
-  if (g.P == 0 || g.N == 0 || g.Isp == 0 || g.in[2] < 8) return false;
+  if (g.P == 0 || g.N == 0 || g.Isp == 0) return false;
   for (int a = 1; a < 3; ++a) {
     const int64_t reach = (g.k[a] - 1) * g.dil[a];
     const int64_t pe = (g.out[a] - 1) + reach - g.pad[a] - (g.in[a] - 1);  // end padding used
     if (g.pad[a] > reach || pe < 0 || pe > reach) return false;
   }
-  return std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
+  return true;
+}
+
+bool direct_data_grad_applies(const Geom& g) {
+  return data_grad_is_forward(g) && g.in[2] >= 8 && std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
 }
 
 // Direct weight gradient for unit strides (1 or 2 spatial axes), with the
@@ -1787,6 +1820,10 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
+  if (kind == ConvKind::Forward) p.wino = winograd_problem(g);
+  if (kind == ConvKind::DataGrad && data_grad_is_forward(g))
+    p.wino = winograd_problem(data_grad_as_forward(g));
+  p.winograd = p.wino.N > 0 && conv_winograd::applies(p.wino);
   // The direct data gradient declines at run time when the weights hold an
   // infinity or NaN (its padding zeros of dy would meet them: NaN where dx is
   // finite); the other forms are planned for that case.
@@ -1840,6 +1877,10 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
+        if (p.winograd && conv_winograd::forward(p.wino, A, B, O, p.kind == ConvKind::DataGrad)) {
+          p.o.finish(log2_scale, p.scaled);
+          return;
+        }
         // WeightsGrad's inputs are (dy, x)
         if (p.direct_wgrad && run_weights_grad_direct(p.g, A, B, O)) {
           p.o.finish(log2_scale, p.scaled);

@@ -495,7 +495,10 @@ def test_conv_channels_in_vectors_form(monkeypatch, xs, ws, stride, pads, dil, g
     channels run on the channels-in-vectors direct form (the forward, and
     the data gradient as a forward of dy; at AVX-512 and AVX2): value and
     both gradients agree with PyTorch and with the row forms
-    (IPUXL_CONV_NO_OC=1), and are the same bits at 1, 2 and 3 threads."""
+    (IPUXL_CONV_NO_OC=1), and are the same bits at 1, 2 and 3 threads.
+    (The Winograd form, which would take the 3x3 shapes with 32+ channels,
+    is turned off.)"""
+    monkeypatch.setenv("IPUXL_CONV_NO_WINOGRAD", "1")
     rng = np.random.default_rng(5)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
@@ -507,14 +510,65 @@ def test_conv_channels_in_vectors_form(monkeypatch, xs, ws, stride, pads, dil, g
     np.testing.assert_allclose(dx, grads_rows[0], rtol=1e-5, atol=1e-4)
 
 
-def test_conv_channels_in_vectors_form_with_inf_and_nan():
+def test_conv_channels_in_vectors_form_with_inf_and_nan(monkeypatch):
     """An infinity or NaN in x reaches exactly the outputs whose taps read it
     through the channels-in-vectors form (its channels-last copy holds the
     image's values and the padding's zeros only): pattern and values as
     PyTorch's float64 result."""
+    monkeypatch.setenv("IPUXL_CONV_NO_WINOGRAD", "1")
     x = RNG.standard_normal((2, 32, 14, 14)).astype(np.float32)
     x[0, 1, 0, 0] = np.inf
     x[0, 17, 5, 13] = np.nan
     x[1, 31, 13, 13] = -np.inf
     w = RNG.standard_normal((64, 32, 3, 3)).astype(np.float32)
     _check_nonfinite_conv(x, w, (1, 1), (1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("xs,ws,pads,groups", [
+    ((2, 32, 14, 14), (32, 32, 3, 3), (1, 1, 1, 1), 1),    # forward and data grad
+    ((1, 40, 13, 11), (36, 40, 3, 3), (1, 1, 1, 1), 1),    # odd sizes, channels not whole vectors
+    ((2, 64, 9, 12), (64, 32, 3, 3), (1, 0, 1, 2), 2),     # groups, uneven pads
+    ((3, 32, 33, 7), (48, 32, 3, 3), (0, 0, 0, 0), 1),     # no padding, blocks across images
+    ((1, 32, 2, 2), (32, 32, 3, 3), (1, 1, 1, 1), 1),      # one tile
+    ((2, 32, 40, 40), (32, 32, 3, 3), (2, 1, 0, 3), 1),    # blocks across rows of tiles
+])
+def test_conv_winograd_form(monkeypatch, xs, ws, pads, groups):
+    """3x3 convolutions at unit strides with 32+ channels per group run on
+    the Winograd F(2x2, 3x3) form (the forward, and the data gradient as a
+    forward of dy): value and both gradients agree with PyTorch's float64
+    result and with the direct forms (IPUXL_CONV_NO_WINOGRAD=1), and are the
+    same bits at 1, 2 and 3 threads."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, (1, 1), pads, (1, 1), groups)  # noqa: E731
+    value, dx, _ = _check_same_bits_at_any_thread_count(x, w, (1, 1), pads, (1, 1), groups)
+    monkeypatch.setenv("IPUXL_CONV_NO_WINOGRAD", "1")
+    outs_direct, grads_direct = grads_of(fn, x, w)
+    # a different summation: agreement to float32 rounding, not the same bits
+    assert not np.array_equal(value, outs_direct[0])
+    np.testing.assert_allclose(value, outs_direct[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dx, grads_direct[0], rtol=1e-5, atol=1e-4)
+
+
+def test_conv_winograd_form_with_inf_and_nan():
+    """An infinity or NaN in x (or in the weights, for the data gradient)
+    makes the Winograd form decline (its transforms would turn inf - inf
+    into NaN where the direct sum keeps inf): the direct forms run, with
+    PyTorch's float64 pattern of NaN and infinities."""
+    x = RNG.standard_normal((2, 32, 16, 16)).astype(np.float32)
+    x[0, 1, 0, 0] = np.inf
+    x[0, 17, 5, 13] = np.nan
+    x[1, 31, 15, 15] = -np.inf
+    x[1, 3, 7, 8] = np.inf
+    w = np.abs(RNG.standard_normal((32, 32, 3, 3))).astype(np.float32)
+    _check_nonfinite_conv(x, w, (1, 1), (1, 1, 1, 1))
+    x = RNG.standard_normal((2, 32, 16, 16)).astype(np.float32)
+    w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    w[2, 4, 1, 1] = np.inf
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (dx, _) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+                                 x, w)
+    _assert_same_nonfinite_pattern(outs[0], want)
+    _assert_same_nonfinite_pattern(grads[0], dx)
