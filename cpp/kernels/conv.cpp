@@ -11,6 +11,12 @@
 // dil*(k-1) - 1) / stride) + 1 on every axis.
 //
 // Method, per shape (conv_factory_kind picks one path per op):
+//  * Winograd F(2x2, 3x3) (conv_winograd.cpp): the forward and the data
+//    gradient of 2-D 3x3 convolutions at unit strides and dilations with
+//    32+ channels per group on both sides: per block of 2x2 output tiles,
+//    16 GEMMs over the input channels (16 multiplications per tile and
+//    channel pair instead of 36). It declines at run time when x, dy or w
+//    holds an infinity or NaN, and the path below runs.
 //  * direct kernels (1 or 2 spatial axes; each compiled per instruction-set
 //    level with its own register blocking, see direct_task / wgrad_block):
 //    - forward, any strides and dilations, output rows 8+ wide: the image
@@ -53,6 +59,7 @@
 //    (col2im), the weight gradient multiplies the output gradient by the
 //    transposed columns. Small images thread over images (fixed partial
 //    sums for the weight gradient: kWgradParts).
+// IPUXL_CONV_NO_WINOGRAD=1 turns the Winograd form off;
 // IPUXL_CONV_NO_DIRECT=1 keeps the direct kernels to short forward
 // reductions (C/G x kernel <= 64, as before they covered the long ones) and
 // IPUXL_CONV_NO_TAP=1 turns the tap products off, IPUXL_CONV_NO_COLS=1 the

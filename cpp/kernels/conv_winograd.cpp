@@ -17,7 +17,8 @@
 //  1. U for every (group, xi) as an Mg x Cg matrix (the kernel transform);
 //  2. a channels-last, zero-padded copy of the input (every 4x4 block's
 //     inputs for one channel block are then contiguous runs of channels),
-//     checking on the way that every value is finite;
+//     made by 8x8 transposes in registers, checking on the way that every
+//     value is finite;
 //  3. the tiles (2x2 output blocks) of each group in blocks of T: V for the
 //     block (16 x T x Cg floats, vectorised over channels), the 16 products
 //     (the core's GEMM, M_xi = U_xi V_xi^T: Mg x T each), and the output
@@ -29,8 +30,13 @@
 //
 // Accuracy: the transforms use only 1 and 1/2, and the products sum over
 // the same channels as the direct form, so the result differs from it by a
-// few float32 roundings (the inputs pass through up to two additions before
-// the products, the products through up to six after).
+// few float32 roundings: each input passes through two additions before
+// the products, each sum of products through up to eight after (the tests
+// compare with PyTorch's float64 result at the direct forms' tolerance).
+//
+// Memory: the input copy (at most 2^24 floats, see applies), the
+// transformed kernels and each thread's block buffers are kept by the
+// threads for their next call (grown, never shrunk).
 #include "conv_winograd.hpp"
 
 #include <algorithm>
@@ -39,7 +45,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <vector>
 
 #include "../core/gemm.hpp"
 #include "../core/isa.hpp"
@@ -88,13 +93,14 @@ int64_t block_tiles(const Problem& p) {
   return std::min<int64_t>(256, std::max<int64_t>(32, t));
 }
 
-// The sizes everything below shares.
-// vs, ms, us: floats between the 16 planes of a block's V and M and of a
-// group's U, one line more
-// than a plane, so that the 16 values of one tile (read or written
-// together) fall in 16 different sets of the L1 cache (planes a multiple of
-// 4 KiB apart all fell in one set of 12 ways: the transforms ran 2-3 times
-// slower).
+// The sizes everything below shares: tiles per row (TW) and column (TH) of
+// an image, the padded copy's rows (PH) and columns (PW), the tiles of a
+// group over the batch and their blocks. vs, ms, us: floats between the 16
+// planes of a block's V and M and of a group's U, a line more than a plane,
+// so that the 16 values of one tile (read or written together) fall in 16
+// different sets of the L1 cache (planes a multiple of 4 KiB apart all fell
+// in one set of 12 ways: the transforms ran 2-3 times slower, the kernel
+// transform of 256 x 256 channels 4 times).
 struct Layout {
   int64_t TH, TW, PH, PW, tiles, T, blocks, vs, ms, us;
   Layout(const Problem& p)
@@ -131,7 +137,7 @@ bool transform_weights(const Problem& p, const Layout& L, const float* W, bool f
         }
         float* dst = U + gi * kXi * L.us + m * p.Cg + c;
         const int64_t step = L.us;  // between positions xi
-        for (int r = 0; r < 4; ++r) {      // (G g) G^T
+        for (int r = 0; r < 4; ++r) {  // (G g) G^T
           dst[(r * 4 + 0) * step] = a[r][0];
           dst[(r * 4 + 1) * step] = 0.5f * (a[r][0] + a[r][1] + a[r][2]);
           dst[(r * 4 + 2) * step] = 0.5f * (a[r][0] - a[r][1] + a[r][2]);
