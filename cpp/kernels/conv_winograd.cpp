@@ -228,17 +228,16 @@ struct Vec<4> {
 // two columns of V tiles side by side, as they lie in an output row.
 template <int V, class F>
 IPUXL_WINO_INLINE void zip(F a, F b, F* lo, F* hi) {
-  typedef typename Vec<V>::I I;
   if constexpr (V == 16) {
-    *lo = __builtin_shuffle(a, b, I{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
-    *hi = __builtin_shuffle(a, b, I{8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+    *lo = __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    *hi = __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   } else if constexpr (V == 8) {
-    *lo = __builtin_shuffle(a, b, I{0, 8, 1, 9, 2, 10, 3, 11});
-    *hi = __builtin_shuffle(a, b, I{4, 12, 5, 13, 6, 14, 7, 15});
+    *lo = __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
   } else {
     static_assert(V == 4, "vectors of 4, 8 or 16 floats");
-    *lo = __builtin_shuffle(a, b, I{0, 4, 1, 5});
-    *hi = __builtin_shuffle(a, b, I{2, 6, 3, 7});
+    *lo = __builtin_shufflevector(a, b, 0, 4, 1, 5);
+    *hi = __builtin_shufflevector(a, b, 2, 6, 3, 7);
   }
 }
 
@@ -255,17 +254,17 @@ IPUXL_WINO_INLINE void transpose8(const float* src, int64_t ss, float* dst, int6
     *bad |= (bits & 0x7f800000) == 0x7f800000;
   }
   for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved
-    t[i] = __builtin_shuffle(r[i], r[i + 1], I{0, 8, 1, 9, 4, 12, 5, 13});
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], I{2, 10, 3, 11, 6, 14, 7, 15});
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int h = 0; h < 8; h += 4)  // then pairs of pairs
     for (int k = 0; k < 2; ++k) {
-      u[h + 2 * k] = __builtin_shuffle(t[h + k], t[h + k + 2], I{0, 1, 8, 9, 4, 5, 12, 13});
-      u[h + 2 * k + 1] = __builtin_shuffle(t[h + k], t[h + k + 2], I{2, 3, 10, 11, 6, 7, 14, 15});
+      u[h + 2 * k] = __builtin_shufflevector(t[h + k], t[h + k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[h + 2 * k + 1] = __builtin_shufflevector(t[h + k], t[h + k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
     }
   for (int j = 0; j < 4; ++j) {  // then the 128-bit halves
-    st<F>(dst + j * ds, __builtin_shuffle(u[j], u[j + 4], I{0, 1, 2, 3, 8, 9, 10, 11}));
-    st<F>(dst + (j + 4) * ds, __builtin_shuffle(u[j], u[j + 4], I{4, 5, 6, 7, 12, 13, 14, 15}));
+    st<F>(dst + j * ds, __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    st<F>(dst + (j + 4) * ds, __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15));
   }
 }
 
