@@ -11,12 +11,13 @@
 // dil*(k-1) - 1) / stride) + 1 on every axis.
 //
 // Method, per shape (conv_factory_kind picks one path per op):
-//  * Winograd F(2x2, 3x3) (conv_winograd.cpp): the forward and the data
-//    gradient of 2-D 3x3 convolutions at unit strides and dilations with
-//    32+ channels per group on both sides: per block of 2x2 output tiles,
-//    16 GEMMs over the input channels (16 multiplications per tile and
-//    channel pair instead of 36). It declines at run time when x, dy or w
-//    holds an infinity or NaN, and the path below runs.
+//  * Winograd F(2x2, 3x3) (conv_winograd.cpp): all three ops of 2-D 3x3
+//    convolutions at unit strides and dilations with 32+ channels per group
+//    on both sides: per block of 2x2 output tiles, 16 GEMMs over the input
+//    channels (16 multiplications per tile and channel pair instead of 36;
+//    the weight gradient's over the tiles, in a fixed number of partial
+//    sums). It declines at run time when x, dy or w holds an infinity or
+//    NaN, and the path below runs.
 //  * direct kernels (1 or 2 spatial axes; each compiled per instruction-set
 //    level with its own register blocking, see direct_task / wgrad_block):
 //    - forward, any strides and dilations, output rows 8+ wide: the image
@@ -423,8 +424,9 @@ struct ConvPlan {
   Geom fg;                    // that geometry
   bool tap = false;      // run_tap
   // conv_winograd::forward of the forward, or of the data gradient as a
-  // forward (data_grad_as_forward); declines at run time on an infinity or
-  // NaN, and the form planned above runs.
+  // forward (data_grad_as_forward), or conv_winograd::weights_grad; each
+  // declines at run time on an infinity or NaN, and the form planned above
+  // runs.
   bool winograd = false;
   conv_winograd::Problem wino;
   FloatView a, b;  // Forward: x, w; DataGrad: dy, w; WeightsGrad: dy, x
@@ -1829,7 +1831,7 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
   p.batched = g.N >= min_images && image_flops < 1.6e7 && g.P > 0 && g.K > 0;
   if (p.batched) p.nb = 1;
   p.direct = kind == ConvKind::Forward && direct_applies(g);
-  if (kind == ConvKind::Forward) p.wino = winograd_problem(g);
+  if (kind != ConvKind::DataGrad) p.wino = winograd_problem(g);
   if (kind == ConvKind::DataGrad && data_grad_is_forward(g))
     p.wino = winograd_problem(data_grad_as_forward(g));
   p.winograd = p.wino.N > 0 && conv_winograd::applies(p.wino);
@@ -1886,7 +1888,11 @@ std::unique_ptr<Kernel> conv_factory_kind(const OpDesc& d, ConvKind kind) {
         const float* A = p.a.get();
         const float* B = p.b.get();
         float* O = p.o.get();
-        if (p.winograd && conv_winograd::forward(p.wino, A, B, O, p.kind == ConvKind::DataGrad)) {
+        // (WeightsGrad's inputs are (dy, x))
+        if (p.winograd && (p.kind == ConvKind::WeightsGrad
+                               ? conv_winograd::weights_grad(p.wino, A, B, O)
+                               : conv_winograd::forward(p.wino, A, B, O,
+                                                        p.kind == ConvKind::DataGrad))) {
           p.o.finish(log2_scale, p.scaled);
           return;
         }

@@ -430,14 +430,125 @@ IPUXL_WINO_INLINE void block_out(const BlockIO& b) {
   }
 }
 
+// The even and the odd lanes of (lo, hi): the first and second columns of
+// V tiles, as they lie in an output row (the inverse of zip).
+template <int V, class F>
+IPUXL_WINO_INLINE void unzip(F lo, F hi, F* even, F* odd) {
+  if constexpr (V == 16) {
+    *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  } else if constexpr (V == 8) {
+    *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    *odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+  } else {
+    static_assert(V == 4, "vectors of 4, 8 or 16 floats");
+    *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+    *odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+  }
+}
+
+// dM = A dY A^T of the tiles of one T, dY = [[a, b], [c, d]] (the output
+// gradient of a tile's 2x2 outputs): the gradient of M for Y = A^T M A.
+// dM[xi] stored at out + xi * ss.
+template <class T>
+IPUXL_WINO_INLINE void tile_dy(T a, T b, T c, T d, float* out, int64_t ss) {
+  const T rp[4] = {a, a + c, a - c, -c};  // A dY: rows (rp, rq)
+  const T rq[4] = {b, b + d, b - d, -d};
+  for (int r = 0; r < 4; ++r) {  // (A dY) A^T
+    st<T>(out + (r * 4 + 0) * ss, rp[r]);
+    st<T>(out + (r * 4 + 1) * ss, rp[r] + rq[r]);
+    st<T>(out + (r * 4 + 2) * ss, rp[r] - rq[r]);
+    st<T>(out + (r * 4 + 3) * ss, -rq[r]);
+  }
+}
+
+// The weight gradient's transform of one block's output gradients:
+// dM[xi][m][i] (rows T floats apart, planes L.ms) of tiles t0 + i, zeros
+// for the outputs a tile at the bottom or right edge does not have.
+struct DyIO {
+  const Problem* p;
+  const Layout* L;
+  int64_t gi, t0, nt;
+  const float* dY;
+  float* dM;
+};
+
+// Returns whether every dY value read is finite.
+template <int V>
+IPUXL_WINO_INLINE bool block_dy(const DyIO& b) {
+  typedef typename Vec<V>::F F;
+  typedef typename Vec<V>::I I;
+  const Problem& p = *b.p;
+  const Layout& L = *b.L;
+  const int64_t Mg = p.Mg, T = L.T, per_img = L.TH * L.TW, plane = p.OH * p.OW, ss = L.ms;
+  I bad = {};
+  uint32_t bad1 = 0;
+  auto check = [&](F v) {
+    const I bits = (I)v;
+    bad |= (bits & 0x7f800000) == 0x7f800000;
+  };
+  for (int64_t m = 0; m < Mg; ++m) {
+    for (int64_t i = 0; i < b.nt;) {
+      const int64_t t = b.t0 + i, n = t / per_img, ty = t % per_img / L.TW, tx = t % L.TW;
+      const int64_t run = std::min<int64_t>(b.nt - i, L.TW - tx);
+      const float* y = b.dY + ((n * p.G + b.gi) * Mg + m) * plane + 2 * ty * p.OW + 2 * tx;
+      float* d = b.dM + m * T + i;
+      const int nr = (int)std::min<int64_t>(2, p.OH - 2 * ty);
+      const int64_t whole = nr == 2 ? std::min<int64_t>(run, p.OW / 2 - tx) : 0;
+      int64_t j = 0;
+      for (; j + V <= whole; j += V) {
+        F a, bb, c, dd;
+        const F r0 = ld<F>(y + 2 * j), r0h = ld<F>(y + 2 * j + V);
+        const F r1 = ld<F>(y + p.OW + 2 * j), r1h = ld<F>(y + p.OW + 2 * j + V);
+        check(r0);
+        check(r0h);
+        check(r1);
+        check(r1h);
+        unzip<V>(r0, r0h, &a, &bb);
+        unzip<V>(r1, r1h, &c, &dd);
+        tile_dy<F>(a, bb, c, dd, d + j, ss);
+      }
+      for (; j < run; ++j) {
+        const int nc = (int)std::min<int64_t>(2, p.OW - 2 * (tx + j));
+        float v[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        for (int r = 0; r < nr; ++r)
+          for (int q = 0; q < nc; ++q) {
+            v[r][q] = y[r * p.OW + 2 * j + q];
+            uint32_t bits;
+            std::memcpy(&bits, &v[r][q], sizeof bits);
+            bad1 |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+          }
+        tile_dy<float>(v[0][0], v[0][1], v[1][0], v[1][1], d + j, ss);
+      }
+      i += run;
+    }
+  }
+  for (int k = 0; k < V; ++k) bad1 |= (uint32_t)(bad[k] != 0);
+  return bad1 == 0;
+}
+
 #if IPUXL_MULTI_ISA
 IPUXL_TARGET_AVX512 void block_in_avx512(const BlockIO& b) { block_in<16>(b); }
 IPUXL_TARGET_AVX512 void block_out_avx512(const BlockIO& b) { block_out<16>(b); }
+IPUXL_TARGET_AVX512 bool block_dy_avx512(const DyIO& b) { return block_dy<16>(b); }
 IPUXL_TARGET_AVX2 void block_in_avx2(const BlockIO& b) { block_in<8>(b); }
 IPUXL_TARGET_AVX2 void block_out_avx2(const BlockIO& b) { block_out<8>(b); }
+IPUXL_TARGET_AVX2 bool block_dy_avx2(const DyIO& b) { return block_dy<8>(b); }
 #endif
 void block_in_base(const BlockIO& b) { block_in<4>(b); }
 void block_out_base(const BlockIO& b) { block_out<4>(b); }
+bool block_dy_base(const DyIO& b) { return block_dy<4>(b); }
+
+bool block_dy_run(const DyIO& b) {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return block_dy_avx512(b);
+    case isa::Level::AVX2: return block_dy_avx2(b);
+    default: break;
+  }
+#endif
+  return block_dy_base(b);
+}
 
 void block_in_run(const BlockIO& b) {
 #if IPUXL_MULTI_ISA
@@ -498,6 +609,74 @@ bool forward(const Problem& p, const float* X, const float* W, float* Y, bool fl
       const int64_t gi = u / L.blocks, b = u % L.blocks;
       const int64_t t0 = b * L.T, t1 = std::min(L.tiles, t0 + L.T);
       run_block(p, L, gi, t0, t1, xl, U, Y, V, Mp);
+    }
+  });
+  return true;
+}
+
+namespace {
+
+// Fixed number of partial sums of the weight gradient over the tiles (a
+// number of the shape only, so the result is the same bits at any thread
+// count): part k sums blocks [blocks*k/P, blocks*(k+1)/P) in order.
+constexpr int64_t kGradParts = 4;
+
+}  // namespace
+
+bool weights_grad(const Problem& p, const float* dY, const float* X, float* dW) {
+  const Layout L(p);
+  float* xl = t_input.get(p.N * p.G * L.PH * L.PW * p.Cg);
+  if (!channels_last(p, L, X, xl)) return false;
+  const int64_t P = std::min<int64_t>(kGradParts, L.blocks);
+  // dU[part][gi][xi] (Mg x Cg, planes L.us apart)
+  float* dU = t_weights.get(P * p.G * kXi * L.us);
+  std::atomic<bool> finite{true};
+  const int64_t units = p.G * P;
+  parallel_for_chunks(units, num_threads() == 1 ? 1 : units, [&](int64_t u0, int64_t u1) {
+    float* V = t_v.get(kXi * L.vs);
+    float* dM = t_m.get(kXi * L.ms);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gi = u / P, part = u % P;
+      const int64_t b0 = L.blocks * part / P, b1 = L.blocks * (part + 1) / P;
+      float* acc = dU + (part * p.G + gi) * kXi * L.us;
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t t0 = b * L.T, nt = std::min(L.tiles, t0 + L.T) - t0;
+        block_in_run(BlockIO{&p, &L, gi, t0, nt, xl, V, nullptr, nullptr});
+        if (!block_dy_run(DyIO{&p, &L, gi, t0, nt, dY, dM}))
+          finite.store(false, std::memory_order_relaxed);
+        // dU_xi [Mg x Cg] (+)= dM_xi [Mg x nt] @ V_xi [nt x Cg]
+        for (int64_t x = 0; x < kXi; ++x)
+          gemm::sgemm(false, false, p.Mg, p.Cg, nt, 1.0f, dM + x * L.ms, L.T, V + x * L.vs, p.Cg,
+                      b == b0 ? 0.0f : 1.0f, acc + x * L.us, p.Cg);
+      }
+    }
+  });
+  if (!finite.load()) return false;
+  // dW = G^T dU G, the parts summed in order
+  parallel_for(p.G * p.Mg, std::max<int64_t>(1, 1024 / p.Cg), [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t gi = u / p.Mg, m = u % p.Mg;
+      for (int64_t c = 0; c < p.Cg; ++c) {
+        float du[16];
+        for (int x = 0; x < 16; ++x) {
+          float v = 0.0f;
+          for (int64_t part = 0; part < P; ++part)
+            v += dU[((part * p.G + gi) * kXi + x) * L.us + m * p.Cg + c];
+          du[x] = v;
+        }
+        float t[3][4];  // G^T dU
+        for (int j = 0; j < 4; ++j) {
+          t[0][j] = du[j] + 0.5f * (du[4 + j] + du[8 + j]);
+          t[1][j] = 0.5f * (du[4 + j] - du[8 + j]);
+          t[2][j] = 0.5f * (du[4 + j] + du[8 + j]) + du[12 + j];
+        }
+        float* dst = dW + ((gi * p.Mg + m) * p.Cg + c) * 9;
+        for (int i = 0; i < 3; ++i) {  // (G^T dU) G
+          dst[i * 3 + 0] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+          dst[i * 3 + 1] = 0.5f * (t[i][1] - t[i][2]);
+          dst[i * 3 + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+        }
+      }
     }
   });
   return true;

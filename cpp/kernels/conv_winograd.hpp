@@ -2,7 +2,8 @@
 // dilations (Lavin and Gray, "Fast Algorithms for Convolutional Neural
 // Networks", 2016): each 2x2 block of outputs from the 4x4 block of inputs
 // under it, with 16 multiplications per (input, output channel) pair
-// instead of 36. Used by conv.cpp for the forward and the data gradient.
+// instead of 36. Used by conv.cpp for the forward, the data gradient (as a
+// forward of dy) and the weight gradient.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,13 @@ bool applies(const Problem& p);
 // add and subtract inputs whose products the direct sum keeps apart, so
 // inf - inf would give NaN where the direct form gives inf.
 bool forward(const Problem& p, const float* X, const float* W, float* Y, bool flipped);
+
+// dW[G*Mg][Cg][3][3] = the weight gradient of that convolution from its
+// output gradient dY[N][G*Mg][OH][OW] and input X: per block of tiles, the
+// gradient of the 16 products (dU_xi = dM_xi V_xi with dM = A dY A^T) in a
+// fixed number of partial sums over the tiles, then G^T dU G. Returns
+// false, with dW unspecified, when X or dY holds an infinity or NaN.
+bool weights_grad(const Problem& p, const float* dY, const float* X, float* dW);
 
 }  // namespace conv_winograd
 }  // namespace ipuxl

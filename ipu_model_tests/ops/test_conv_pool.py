@@ -534,28 +534,32 @@ def test_conv_channels_in_vectors_form_with_inf_and_nan(monkeypatch):
 ])
 def test_conv_winograd_form(monkeypatch, xs, ws, pads, groups):
     """3x3 convolutions at unit strides with 32+ channels per group run on
-    the Winograd F(2x2, 3x3) form (the forward, and the data gradient as a
-    forward of dy): value and both gradients agree with PyTorch's float64
-    result and with the direct forms (IPUXL_CONV_NO_WINOGRAD=1), and are the
-    same bits at 1, 2 and 3 threads."""
+    the Winograd F(2x2, 3x3) form (the forward, the data gradient as a
+    forward of dy, and the weight gradient): value and both gradients agree
+    with PyTorch's float64 result and with the other forms
+    (IPUXL_CONV_NO_WINOGRAD=1), and are the same bits at 1, 2 and 3
+    threads."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
     fn = lambda a, b: ops.conv(a, b, (1, 1), pads, (1, 1), groups)  # noqa: E731
-    value, dx, _ = _check_same_bits_at_any_thread_count(x, w, (1, 1), pads, (1, 1), groups)
+    value, dx, dw = _check_same_bits_at_any_thread_count(x, w, (1, 1), pads, (1, 1), groups)
     monkeypatch.setenv("IPUXL_CONV_NO_WINOGRAD", "1")
     outs_direct, grads_direct = grads_of(fn, x, w)
     # a different summation: agreement to float32 rounding, not the same bits
     assert not np.array_equal(value, outs_direct[0])
+    assert not np.array_equal(dw, grads_direct[1])
     np.testing.assert_allclose(value, outs_direct[0], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(dx, grads_direct[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dw, grads_direct[1], rtol=1e-5, atol=5e-4)
 
 
 def test_conv_winograd_form_with_inf_and_nan():
     """An infinity or NaN in x (or in the weights, for the data gradient)
     makes the Winograd form decline (its transforms would turn inf - inf
-    into NaN where the direct sum keeps inf): the direct forms run, with
-    PyTorch's float64 pattern of NaN and infinities."""
+    into NaN where the direct sum keeps inf): the other forms run, with
+    PyTorch's float64 pattern of NaN and infinities, for the value and
+    both gradients."""
     x = RNG.standard_normal((2, 32, 16, 16)).astype(np.float32)
     x[0, 1, 0, 0] = np.inf
     x[0, 17, 5, 13] = np.nan
@@ -572,3 +576,15 @@ def test_conv_winograd_form_with_inf_and_nan():
                                  x, w)
     _assert_same_nonfinite_pattern(outs[0], want)
     _assert_same_nonfinite_pattern(grads[0], dx)
+    # the weight gradient: infinities in x's first and last columns reach
+    # only the taps that read them (no padding)
+    x = RNG.standard_normal((2, 32, 6, 20)).astype(np.float32)
+    x[0, 3, 2, 0] = np.inf
+    x[1, 5, 4, 19] = -np.inf
+    w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, (_, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+                                 x, w)
+    assert np.isfinite(dw[:, :, :, 1]).all() and not np.isfinite(dw).all()
+    _assert_same_nonfinite_pattern(grads[1], dw)
