@@ -56,6 +56,28 @@ namespace {
 
 constexpr int64_t kXi = 16;  // positions of a transformed 4x4 block
 
+// The copy of a function compiled for the level in use (f_avx512, f_avx2,
+// f_base): AT_LEVEL(block_in)(b).
+template <class Fn>
+Fn at_level(Fn avx512, Fn avx2, Fn base) {
+#if IPUXL_MULTI_ISA
+  switch (isa::current()) {
+    case isa::Level::AVX512: return avx512;
+    case isa::Level::AVX2: return avx2;
+    default: break;
+  }
+#else
+  (void)avx512;
+  (void)avx2;
+#endif
+  return base;
+}
+#if IPUXL_MULTI_ISA
+#define AT_LEVEL(f) at_level(f##_avx512, f##_avx2, f##_base)
+#else
+#define AT_LEVEL(f) f##_base
+#endif
+
 struct FreeFloats {
   void operator()(float* p) const { std::free(p); }
 };
@@ -333,17 +355,7 @@ bool channels_last(const Problem& p, const Layout& L, const float* X, float* xl)
   std::atomic<bool> finite{true};
   const CopyIO io{&p, &L, X, xl};
   parallel_for(p.N * p.G * L.PH, 8, [&](int64_t u0, int64_t u1) {
-    bool ok;
-#if IPUXL_MULTI_ISA
-    switch (isa::current()) {
-      case isa::Level::AVX512: ok = copy_rows_avx512(io, u0, u1); break;
-      case isa::Level::AVX2: ok = copy_rows_avx2(io, u0, u1); break;
-      default: ok = copy_rows_base(io, u0, u1); break;
-    }
-#else
-    ok = copy_rows_base(io, u0, u1);
-#endif
-    if (!ok) finite.store(false, std::memory_order_relaxed);
+    if (!AT_LEVEL(copy_rows)(io, u0, u1)) finite.store(false, std::memory_order_relaxed);
   });
   return finite.load();
 }
@@ -539,50 +551,21 @@ void block_in_base(const BlockIO& b) { block_in<4>(b); }
 void block_out_base(const BlockIO& b) { block_out<4>(b); }
 bool block_dy_base(const DyIO& b) { return block_dy<4>(b); }
 
-bool block_dy_run(const DyIO& b) {
-#if IPUXL_MULTI_ISA
-  switch (isa::current()) {
-    case isa::Level::AVX512: return block_dy_avx512(b);
-    case isa::Level::AVX2: return block_dy_avx2(b);
-    default: break;
-  }
-#endif
-  return block_dy_base(b);
-}
 
-void block_in_run(const BlockIO& b) {
-#if IPUXL_MULTI_ISA
-  switch (isa::current()) {
-    case isa::Level::AVX512: block_in_avx512(b); return;
-    case isa::Level::AVX2: block_in_avx2(b); return;
-    default: break;
-  }
-#endif
-  block_in_base(b);
-}
 
-void block_out_run(const BlockIO& b) {
-#if IPUXL_MULTI_ISA
-  switch (isa::current()) {
-    case isa::Level::AVX512: block_out_avx512(b); return;
-    case isa::Level::AVX2: block_out_avx2(b); return;
-    default: break;
-  }
-#endif
-  block_out_base(b);
-}
+
 
 // Tiles [t0, t1) of group gi: input transform, 16 products, output transform.
 void run_block(const Problem& p, const Layout& L, int64_t gi, int64_t t0, int64_t t1,
                const float* xl, const float* U, float* Y, float* V, float* Mp) {
   const int64_t nt = t1 - t0, T = L.T, Cg = p.Cg, Mg = p.Mg;
   const BlockIO b{&p, &L, gi, t0, nt, xl, V, Mp, Y};
-  block_in_run(b);
+  AT_LEVEL(block_in)(b);
   // M_xi [Mg x nt] = U_xi [Mg x Cg] @ V_xi^T (V_xi is nt x Cg)
   for (int64_t x = 0; x < kXi; ++x)
     gemm::sgemm(false, true, Mg, nt, Cg, 1.0f, U + (gi * kXi + x) * L.us, Cg, V + x * L.vs,
                 Cg, 0.0f, Mp + x * L.ms, T);
-  block_out_run(b);
+  AT_LEVEL(block_out)(b);
 }
 
 }  // namespace
@@ -641,8 +624,8 @@ bool weights_grad(const Problem& p, const float* dY, const float* X, float* dW) 
       float* acc = dU + (part * p.G + gi) * kXi * L.us;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t t0 = b * L.T, nt = std::min(L.tiles, t0 + L.T) - t0;
-        block_in_run(BlockIO{&p, &L, gi, t0, nt, xl, V, nullptr, nullptr});
-        if (!block_dy_run(DyIO{&p, &L, gi, t0, nt, dY, dM}))
+        AT_LEVEL(block_in)(BlockIO{&p, &L, gi, t0, nt, xl, V, nullptr, nullptr});
+        if (!AT_LEVEL(block_dy)(DyIO{&p, &L, gi, t0, nt, dY, dM}))
           finite.store(false, std::memory_order_relaxed);
         // dU_xi [Mg x Cg] (+)= dM_xi [Mg x nt] @ V_xi [nt x Cg]
         for (int64_t x = 0; x < kXi; ++x)

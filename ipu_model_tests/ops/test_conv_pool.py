@@ -160,6 +160,15 @@ def test_conv_bit_identical_at_any_thread_count(xs, ws, stride, pads, dil, group
     _check_same_bits_at_any_thread_count(x, w, stride, pads, dil, groups)
 
 
+def _conv_grads_and_torch(x, w, pads):
+    """ipuxl's conv value and gradients at unit strides, and PyTorch's
+    float64 ones: (outs, grads, want, (dx, dw))."""
+    fn = lambda a, b: ops.conv(a, b, (1, 1), pads)  # noqa: E731
+    outs, grads = grads_of(fn, x, w)
+    want, dxw = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), pads, (1, 1), 1), x, w)
+    return outs, grads, want, dxw
+
+
 @pytest.mark.parametrize("cin", [16, 6])  # the tap products; the direct kernel
 def test_conv_weight_grad_with_infinite_input(cin):
     """An infinity in x reaches only the weight-gradient taps that read it:
@@ -170,10 +179,7 @@ def test_conv_weight_grad_with_infinite_input(cin):
     x[0, 3, 2, 0] = np.inf   # column 0: read by tap kw=0 only (no padding)
     x[1, 5, 4, 19] = -np.inf  # last column: read by tap kw=2 only
     w = RNG.standard_normal((8, cin, 3, 3)).astype(np.float32)
-    fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
-    outs, grads = grads_of(fn, x, w)
-    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
-                                  x, w)
+    _, grads, _, (_, dw) = _conv_grads_and_torch(x, w, (0, 0, 0, 0))
     assert np.isfinite(dw[:, :, :, 1]).all() and not np.isfinite(dw).all()
     np.testing.assert_array_equal(np.isfinite(grads[1]), np.isfinite(dw))
     np.testing.assert_array_equal(np.isnan(grads[1]), np.isnan(dw))
@@ -188,10 +194,7 @@ def test_conv_data_grad_with_infinite_weight():
     x = RNG.standard_normal((2, 16, 7, 19)).astype(np.float32)
     w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
     w[2, 4, 0, 0] = np.inf
-    fn = lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1))  # noqa: E731
-    outs, grads = grads_of(fn, x, w)
-    want, (dx, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (1, 1, 1, 1), (1, 1), 1),
-                                  x, w)
+    outs, grads, want, (dx, dw) = _conv_grads_and_torch(x, w, (1, 1, 1, 1))
     assert np.isfinite(dx[:, 4, -1, :]).all() and not np.isfinite(dx).all()
     np.testing.assert_array_equal(np.isfinite(grads[0]), np.isfinite(dx))
     fin = np.isfinite(dx)
@@ -570,10 +573,7 @@ def test_conv_winograd_form_with_inf_and_nan():
     x = RNG.standard_normal((2, 32, 16, 16)).astype(np.float32)
     w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
     w[2, 4, 1, 1] = np.inf
-    fn = lambda a, b: ops.conv(a, b, (1, 1), (1, 1, 1, 1))  # noqa: E731
-    outs, grads = grads_of(fn, x, w)
-    want, (dx, _) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (1, 1, 1, 1), (1, 1), 1),
-                                 x, w)
+    outs, grads, want, (dx, _) = _conv_grads_and_torch(x, w, (1, 1, 1, 1))
     _assert_same_nonfinite_pattern(outs[0], want)
     _assert_same_nonfinite_pattern(grads[0], dx)
     # the weight gradient: infinities in x's first and last columns reach
@@ -582,9 +582,6 @@ def test_conv_winograd_form_with_inf_and_nan():
     x[0, 3, 2, 0] = np.inf
     x[1, 5, 4, 19] = -np.inf
     w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
-    fn = lambda a, b: ops.conv(a, b, (1, 1), (0, 0, 0, 0))  # noqa: E731
-    outs, grads = grads_of(fn, x, w)
-    want, (_, dw) = _torch_grads(lambda a, b: _torch_conv(a, b, (1, 1), (0, 0, 0, 0), (1, 1), 1),
-                                 x, w)
+    _, grads, _, (_, dw) = _conv_grads_and_torch(x, w, (0, 0, 0, 0))
     assert np.isfinite(dw[:, :, :, 1]).all() and not np.isfinite(dw).all()
     _assert_same_nonfinite_pattern(grads[1], dw)
