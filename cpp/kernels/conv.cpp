@@ -1509,12 +1509,10 @@ Geom data_grad_as_forward(const Geom& g) {
   return f;
 }
 
-// Whether the data gradient runs as a direct forward convolution: unit
-// strides, 1 or 2 spatial axes, a kernel bigger than 1x1, padding within
-// the kernel's reach at both ends (dx reads only real dy rows or zeros).
-// Whether the data gradient of this 2-D unit-stride convolution is a
-// forward convolution (data_grad_as_forward) with pads in [0, reach] at
-// both ends of each axis.
+// Whether the data gradient of this unit-stride convolution (1 or 2
+// spatial axes, a kernel bigger than 1x1) is a forward convolution
+// (data_grad_as_forward) with pads in [0, reach] at both ends of each axis
+// (dx reads only real dy rows or zeros).
 bool data_grad_is_forward(const Geom& g) {
   if (!(g.in[0] == 1 && g.k[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) || g.pointwise)
     return false;
@@ -1527,6 +1525,7 @@ bool data_grad_is_forward(const Geom& g) {
   return true;
 }
 
+// Whether that forward runs on the direct kernels (rows of 8+).
 bool direct_data_grad_applies(const Geom& g) {
   return data_grad_is_forward(g) && g.in[2] >= 8 && std::getenv("IPUXL_CONV_NO_DIRECT") == nullptr;
 }
