@@ -58,7 +58,7 @@ void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   }
   const int64_t q = 16;      // blocks stay multiples of a cache line of floats
   const int64_t kParts = 8;  // enough blocks to balance a loaded pool
-  // X^T @ G with a batch-sized K (the AVX2 rule): row blocks, so that each
+  // X^T @ G with a batch-sized K (IPUXL_GEMM=blas): row blocks, so that each
   // block's stretch of every row of C is whole and contiguous (column
   // blocks made each call walk 784 half-rows at a stride of N).
   const bool rows = (ta && K < 64 && M >= 4 * q) || !(N >= 4 * q || N >= M);
@@ -88,17 +88,21 @@ namespace {
 //   OpenBLAS, batch-sized ones (the small-M paths) stay with the core.
 // * SSE and portable levels: the core (OpenBLAS's SSE kernels are not faster).
 // A pre-packed B (a weight no op writes) is the core's own advantage: core.
-// * AVX2, X^T @ G with a batch-sized K (the weight gradients, K < 64):
-//   OpenBLAS's Haswell kernels took 87 / 56 / 2.3 us for the MNIST layers'
-//   784x512 / 512x512 / 512x10 products at K = 8, the core's 192 / 114 /
-//   5.4 (2.2-3.1x at K = 16 and 32; one thread, best of alternating runs,
-//   Intel Xeon model 207, bench/README.md). The core's small-K path
-//   (gemm_isa.inc, run_smallk) brought its own to 130-135 / 81-83 us, still
-//   behind OpenBLAS's ~100 / ~62 (bench/README.md, branch perf3): the rule
-//   stays.
+// * AVX2, X^T @ G with a batch-sized K (the weight gradients): the core's
+//   small-K path (gemm_isa.inc, run_smallk; K up to 128, more than 8
+//   columns). It was behind OpenBLAS's Haswell kernels (130-135 / 81-83 us
+//   against ~100 / ~62 for the MNIST layers' 784x512 / 512x512 products at
+//   K = 8; Intel Xeon model 207, bench/README.md, branch perf3); with its
+//   accumulators in registers it is ahead on the same machine: core / BLAS
+//   time 0.77-0.99 on one thread (80x512 at K = 10: 1.07) and 0.58-0.98 on
+//   two at K = 8 to 48, 0.74-0.88 at K = 64 to 128 (calls alternating in
+//   one process, bench/README.md, "2026-11-27, sixth session").
+// * AVX2, X^T @ G with at most 8 columns and K < 64: OpenBLAS (level with
+//   the core on one thread, ahead on two).
 SgemmImpl rule(isa::Level level, bool packed, bool ta, bool tb, int64_t M, int64_t N,
                int64_t K) {
   if (packed) return SgemmImpl::Core;
+  if (level == isa::Level::AVX2 && gemm::uses_small_k_path(ta, tb, N, K)) return SgemmImpl::Core;
   if (level == isa::Level::AVX2 && M >= 64 && N >= 64 && K >= 64) return SgemmImpl::Blas;
   if (level == isa::Level::AVX2 && ta && !tb && K < 64) return SgemmImpl::Blas;
   return SgemmImpl::Core;

@@ -53,6 +53,12 @@ float* alloc_floats(size_t n) {
 constexpr int64_t kKC = 512;
 // Rows of A per block: an MC x KC block of A stays in L2.
 constexpr int64_t kMC = 16 * 14;
+// Largest K of the small-K path (X^T @ G at a batch-sized K, run_smallk in
+// gemm_isa.inc): measured faster than run_block up to 128 at AVX-512; at
+// most kKC, so that run_block would use one k-block too and both compute
+// each element with the same chain.
+constexpr int64_t kSmallKMax = 128;
+static_assert(kSmallKMax <= kKC, "the small-K path must match run_block's single k-block");
 // Products of fewer FLOPs run on the calling thread alone. Measured on the
 // Xeon (family 6 model 207) at AVX-512 with 64-byte aligned operands, two
 // threads, alternating processes (bench/README.md, "2026-11-27, fifth
@@ -322,6 +328,11 @@ double fma_loop(int level, int64_t iters, float* sink) {
 }
 
 int vector_width() { return impl().W; }
+
+bool uses_small_k_path(bool trans_a, bool trans_b, int64_t N, int64_t K) {
+  // The condition drive() (gemm_isa.inc) takes the path on.
+  return trans_a && !trans_b && K <= kSmallKMax && N > impl().W;
+}
 
 double fma_peak_gflops(int level, int threads, double seconds) {
   bool ok = false;

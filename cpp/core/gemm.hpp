@@ -89,5 +89,11 @@ double fma_peak_gflops(int level, int threads, double seconds);
 // Floats per vector of the level in use.
 int vector_width();
 
+// Whether sgemm computes C = alpha * A^T @ B + beta * C (trans_a, not
+// trans_b, B not pre-packed) on its small-K path at the level in use: K up
+// to kSmallKMax and more than one vector of columns. The BLAS rule
+// (blas.cpp) keeps these products on the core.
+bool uses_small_k_path(bool trans_a, bool trans_b, int64_t N, int64_t K);
+
 }  // namespace gemm
 }  // namespace ipuxl

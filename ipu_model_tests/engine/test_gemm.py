@@ -324,10 +324,11 @@ def test_blocked_walk_same_bits_as_panel_walk():
 
 def test_plan_rules_at_the_level_in_use():
     """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
-    level and the shape. At AVX2 the weight gradients X^T @ G with a
-    batch-sized K run on OpenBLAS's Haswell kernels (2-3x the core's there),
-    and so do the large products; the forward products at a small batch stay
-    with the core (its in-place streaming of B); AVX-512 and the baseline
+    level and the shape. At AVX2 the large products run on OpenBLAS's
+    Haswell kernels, except the weight gradients X^T @ G with a batch-sized
+    K (up to 128), which stay on the core's small-K path, as do the forward
+    products at a small batch (its in-place streaming of B); X^T @ G with at
+    most 8 columns and K < 64 goes to OpenBLAS. AVX-512 and the baseline
     keep the core. Both choices match float64 (test_mlp_shapes_all_paths)."""
     import os
     if not core.has_blas():
@@ -337,8 +338,11 @@ def test_plan_rules_at_the_level_in_use():
     plan = core.sgemm_plan
     level = core.isa()
     if level == "avx2":
-        assert plan(True, False, 784, 512, 8) == "blas"
-        assert plan(True, False, 512, 10, 16) == "blas"
+        assert plan(True, False, 784, 512, 8) == "core"
+        assert plan(True, False, 512, 10, 16) == "core"
+        assert plan(True, False, 512, 512, 128) == "core"
+        assert plan(True, False, 512, 512, 129) == "blas"
+        assert plan(True, False, 512, 8, 16) == "blas"
         assert plan(False, False, 8, 512, 784) == "core"
         assert plan(False, True, 8, 784, 512) == "core"
         assert plan(False, False, 128, 512, 512) == "blas"
