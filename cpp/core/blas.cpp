@@ -60,8 +60,13 @@ void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   const int64_t kParts = 8;  // enough blocks to balance a loaded pool
   // X^T @ G with a batch-sized K (IPUXL_GEMM=blas): row blocks, so that each
   // block's stretch of every row of C is whole and contiguous (column
-  // blocks made each call walk 784 half-rows at a stride of N).
-  const bool rows = (ta && K < 64 && M >= 4 * q) || !(N >= 4 * q || N >= M);
+  // blocks made each call walk 784 half-rows at a stride of N). Any other
+  // A^T @ B with at least as many rows as columns: row blocks too, since
+  // each column block's call packed the whole of A^T again. Two threads,
+  // AVX2, calls alternating in one process (bench/README.md, "2026-11-27,
+  // sixth session"): 1024^3 1.04, 512^3 1.03, 784x512x256 1.08,
+  // 1024x256x512 1.21; wider than tall lost (256x1024x512 0.90).
+  const bool rows = (ta && (K < 64 || M >= N) && M >= 4 * q) || !(N >= 4 * q || N >= M);
   const int64_t units = rows ? (M + q - 1) / q : (N + q - 1) / q;
   parallel_for_chunks(units, std::min(units, kParts), [&](int64_t u0, int64_t u1) {
     if (rows) block(u0 * q, std::min(M, u1 * q), 0, N);
