@@ -59,6 +59,12 @@ constexpr int64_t kMC = 16 * 14;
 // each element with the same chain.
 constexpr int64_t kSmallKMax = 128;
 static_assert(kSmallKMax <= kKC, "the small-K path must match run_block's single k-block");
+// Whether C = alpha * A^T @ B + beta * C (B not pre-packed) takes the
+// small-K path at a level of W floats per vector: drive() in gemm_isa.inc
+// and the BLAS rule (uses_small_k_path) both ask this.
+constexpr bool small_k_path(bool ta, bool tb, int64_t N, int64_t K, int W) {
+  return ta && !tb && K <= kSmallKMax && N > W;
+}
 // Products of fewer FLOPs run on the calling thread alone. Measured on the
 // Xeon (family 6 model 207) at AVX-512 with 64-byte aligned operands, two
 // threads, alternating processes (bench/README.md, "2026-11-27, fifth
@@ -330,8 +336,7 @@ double fma_loop(int level, int64_t iters, float* sink) {
 int vector_width() { return impl().W; }
 
 bool uses_small_k_path(bool trans_a, bool trans_b, int64_t N, int64_t K) {
-  // The condition drive() (gemm_isa.inc) takes the path on.
-  return trans_a && !trans_b && K <= kSmallKMax && N > impl().W;
+  return small_k_path(trans_a, trans_b, N, K, impl().W);
 }
 
 double fma_peak_gflops(int level, int threads, double seconds) {
