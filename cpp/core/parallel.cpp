@@ -59,7 +59,7 @@ class Pool {
   void resize(int threads) {
     stop();
     quit_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { loop(i); });
   }
 
   void run(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
@@ -86,18 +86,63 @@ class Pool {
     }
     cv_.notify_all();
     run_chunk(0, chunks);
-    int64_t mine = 1;
-    for (int64_t c; (c = claim(g)) >= 0; ++mine) run_chunk(c, chunks);
-    const int64_t others = chunks - mine;
+    count_done(1);
+    for (int64_t c; (c = claim(g)) >= 0;) {
+      run_chunk(c, chunks);
+      count_done(1);
+    }
+    finish_job(chunks);
+  }
+
+  // Balanced job: [0, n) cut into one home range per thread (thread t's:
+  // [n*t/homes, n*(t+1)/homes), the caller's is 0), each taken from its
+  // front in pieces of `grain` units by its thread, then from its back by
+  // any thread that has finished its own. On a quiet machine every thread
+  // runs its own range, as with one fixed chunk per thread (and keeps its
+  // part of the output in its cache from call to call); when one runs
+  // slower (a busy host, a shared core) the others take over the end of
+  // its range instead of waiting for it. Where [0, n) is cut changes from
+  // call to call: callers' results must not depend on it.
+  void run_balanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    const int64_t homes = std::min<int64_t>({size(), (n + grain - 1) / grain, kMaxHomes});
+    if (n > kMaxUnits) return run(n, size(), fn);  // too many units for a range word
+    if (homes <= 1 || running_.exchange(true)) {  // small or nested: inline
+      fn(0, n);
+      return;
+    }
+    fn_.store(&fn, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    const uint64_t g = (++submitted_) & kGenMask;
+    homes_.store(homes, std::memory_order_relaxed);
+    grain_.store(grain, std::memory_order_relaxed);
+    for (int64_t h = 0; h < homes; ++h)
+      ranges_[h].w.store(range_word(g, n * h / homes, n * (h + 1) / homes),
+                         std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      state_.store(pack(g, 0, 0), std::memory_order_release);  // no fixed chunks
+    }
+    cv_.notify_all();
+    run_pieces(g, 0, homes, grain);
+    finish_job(n);
+  }
+
+ private:
+  // Waits until done_ reaches `total` (chunks of a fixed job, units of a
+  // balanced one), polling briefly and then sleeping, and rethrows the
+  // job's first exception.
+  void finish_job(int64_t total) {
     const auto t0 = Clock::now();
-    for (int64_t w = 0; done_.load(std::memory_order_acquire) < others; ++w) {
+    for (int64_t w = 0; done_.load(std::memory_order_acquire) < total; ++w) {
       if ((w & 63) == 63 && Clock::now() - t0 > kWaitSpinTime) {
-        // The worker finishing a chunk reads waiting_ after counting it
+        // The thread finishing a chunk reads waiting_ after counting it
         // (both sequentially consistent) and then notifies under wait_mu_:
         // either it sees waiting_ or this predicate sees its count.
         std::unique_lock<std::mutex> lk(wait_mu_);
         waiting_.store(true);
-        wait_cv_.wait(lk, [&] { return done_.load() >= others; });
+        wait_cv_.wait(lk, [&] { return done_.load() >= total; });
         waiting_.store(false);
         break;
       }
@@ -107,7 +152,75 @@ class Pool {
     if (error_) std::rethrow_exception(error_);
   }
 
- private:
+  // Counts `units` finished (by any thread) and wakes a sleeping caller.
+  void count_done(int64_t units) {
+    done_.fetch_add(units);
+    if (waiting_.load()) {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      wait_cv_.notify_one();
+    }
+  }
+
+  // A home range of a balanced job: the job's generation (kTagBits low
+  // bits) | front | back, in one word so that a claim from either end is
+  // one compare-and-swap and a thread still holding an earlier job's
+  // generation claims nothing.
+  static constexpr int kUnitBits = 20;
+  static constexpr int64_t kMaxUnits = (int64_t{1} << kUnitBits) - 1;
+  static constexpr uint64_t kUnitMask = (uint64_t{1} << kUnitBits) - 1;
+  static constexpr uint64_t kTagMask = (uint64_t{1} << (64 - 2 * kUnitBits)) - 1;
+  static uint64_t range_word(uint64_t g, int64_t front, int64_t back) {
+    return ((g & kTagMask) << (2 * kUnitBits)) | ((uint64_t)front << kUnitBits) | (uint64_t)back;
+  }
+  struct alignas(64) Range {
+    std::atomic<uint64_t> w{0};
+  };
+  // Threads beyond the 64th (set_num_threads may ask for more) have no home
+  // range and only take from the others'.
+  static constexpr int64_t kMaxHomes = 64;
+
+  // Claims up to `grain` units of home range h of job g, from its front
+  // (its own thread) or its back (another thread); false when none is left.
+  bool take(int64_t h, uint64_t g, int64_t grain, bool front, int64_t& b, int64_t& e) {
+    std::atomic<uint64_t>& w = ranges_[h].w;
+    uint64_t s = w.load(std::memory_order_acquire);
+    for (;;) {
+      if ((s >> (2 * kUnitBits)) != (g & kTagMask)) return false;
+      const int64_t f = (int64_t)((s >> kUnitBits) & kUnitMask), k = (int64_t)(s & kUnitMask);
+      if (f >= k) return false;
+      const int64_t nb = front ? f : std::max(f, k - grain);
+      const int64_t ne = front ? std::min(k, f + grain) : k;
+      const uint64_t ns = front ? range_word(g, ne, k) : range_word(g, f, nb);
+      if (w.compare_exchange_weak(s, ns, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        b = nb;
+        e = ne;
+        return true;
+      }
+    }
+  }
+
+  // Thread `me`'s part of balanced job g: its own range from the front,
+  // then the others' from their backs.
+  void run_pieces(uint64_t g, int64_t me, int64_t homes, int64_t grain) {
+    int64_t b, e;
+    auto piece = [&] {
+      try {
+        (*fn_.load(std::memory_order_relaxed))(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(err_mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      count_done(e - b);
+    };
+    if (me < homes)
+      while (take(me, g, grain, true, b, e)) piece();
+    for (int64_t d = 1; d <= homes; ++d) {
+      const int64_t h = (me + d) % homes;
+      if (h != me)
+        while (take(h, g, grain, false, b, e)) piece();
+    }
+  }
+
   // state_: generation (40 bits) | chunk count (12 bits) | next chunk (12 bits).
   static constexpr int kBits = 12;
   static constexpr int64_t kMaxChunks = (int64_t{1} << kBits) - 1;
@@ -142,7 +255,9 @@ class Pool {
     }
   }
 
-  void loop() {
+  // Worker `me` (1 .. size()-1): runs each job it sees, then polls and
+  // sleeps until the next.
+  void loop(int64_t me) {
     uint64_t seen = gen_of(state_.load(std::memory_order_acquire));
     auto fresh = [&] { return gen_of(state_.load(std::memory_order_acquire)) != seen; };
     while (true) {
@@ -159,13 +274,14 @@ class Pool {
       const uint64_t s = state_.load(std::memory_order_acquire);
       seen = gen_of(s);
       const int64_t chunks = (int64_t)((s >> kBits) & (uint64_t)kMaxChunks);
+      if (chunks == 0) {  // a balanced job (or a stale view of one: take() then claims nothing)
+        run_pieces(seen, me, homes_.load(std::memory_order_relaxed),
+                   grain_.load(std::memory_order_relaxed));
+        continue;
+      }
       for (int64_t c; (c = claim(seen)) >= 0;) {
         run_chunk(c, chunks);
-        done_.fetch_add(1);
-        if (waiting_.load()) {
-          std::lock_guard<std::mutex> lk(wait_mu_);
-          wait_cv_.notify_one();
-        }
+        count_done(1);
       }
     }
   }
@@ -190,6 +306,8 @@ class Pool {
   std::atomic<bool> running_{false};
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
   std::atomic<int64_t> n_{0};
+  std::atomic<int64_t> homes_{0}, grain_{1};  // of the current balanced job
+  Range ranges_[kMaxHomes];
   uint64_t submitted_ = 0;
   std::exception_ptr error_;
 };
@@ -217,6 +335,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (n <= 0) return;
   const int64_t t = pool().size();
   pool().run(n, std::min<int64_t>(t, (n + grain - 1) / std::max<int64_t>(grain, 1)), fn);
+}
+
+void parallel_for_balanced(int64_t n, int64_t grain,
+                           const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  pool().run_balanced(n, std::max<int64_t>(grain, 1), fn);
 }
 
 void parallel_for_chunks(int64_t n, int64_t chunks,

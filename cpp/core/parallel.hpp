@@ -4,7 +4,8 @@
 // calling thread plus the pool's workers, each chunk claimed by whichever
 // thread asks next. The chunk boundaries depend only on n, the grain (or the
 // chunk count) and the thread count, never on the scheduling, so results are
-// deterministic. Workers spin briefly after each job (kernels come in quick
+// deterministic. parallel_for_balanced moves its boundaries with the
+// threads' speeds, for work whose results do not depend on them. Workers spin briefly after each job (kernels come in quick
 // succession within a program) and then sleep, so an idle engine costs no
 // CPU. IPUXL_NUM_THREADS sets the thread count
 // (default: the hardware concurrency).
@@ -28,5 +29,18 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // descheduled or slower: the others take the remaining chunks.
 void parallel_for_chunks(int64_t n, int64_t chunks,
                          const std::function<void(int64_t, int64_t)>& fn);
+
+// Runs fn(begin, end) over pieces covering [0, n) exactly once, balanced
+// over the threads as they run: each thread has a home range (thread t of
+// T: [n*t/T, n*(t+1)/T), the caller's is t = 0) that it takes from the
+// front, `grain` units at a time, and then takes the rest of the others'
+// ranges from their backs. On a quiet machine each thread runs its own
+// range, so its part of the output stays in its core's cache from one
+// call to the next; when a thread runs slower (a busy host, a core shared
+// with another process) the others finish its range instead of waiting.
+// The pieces change from call to call: only for work whose results do not
+// depend on how [0, n) is cut.
+void parallel_for_balanced(int64_t n, int64_t grain,
+                           const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace ipuxl

@@ -159,15 +159,21 @@ def test_bad_arguments():
 
 def test_chunked_split_is_exact_and_runs_each_chunk_once():
     """Products split over the pool in chunks claimed by whichever thread is
-    free (cpp/core/parallel.cpp): the result is the same bit for bit at 1
-    to 5 threads (the chunk boundaries never depend on the scheduling), and
-    repeated accumulation (beta = 1) counts every chunk exactly once, even
-    with more threads than cores (a chunk run twice would add twice)."""
+    free, or in balanced pieces that move with the threads' speeds (the
+    small-K path and column splits at K <= 32; cpp/core/parallel.cpp): the
+    result is the same bit for bit at 1 to 5 threads (fixed chunk boundaries
+    never depend on the scheduling, and where pieces do, every element is
+    the same chain in any piece), and repeated accumulation (beta = 1)
+    counts every chunk and piece exactly once, even with more threads than
+    cores, where threads are descheduled and others take over their ranges
+    (a piece run twice would add twice, one skipped would leave a gap)."""
     rng = np.random.default_rng(11)
     n0 = core.num_threads()
     shapes = [(False, False, 256, 256, 256), (False, True, 256, 1024, 256),
               (True, False, 1024, 256, 256), (True, False, 256, 256, 256),
-              (False, False, 40, 700, 96)]
+              (False, False, 40, 700, 96), (True, False, 784, 512, 8),
+              (True, False, 301, 200, 64), (False, True, 128, 512, 10),
+              (False, False, 64, 1024, 16)]
     try:
         for ta, tb, M, N, K in shapes:
             A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
