@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "isa.hpp"
 #include "parallel.hpp"
 
@@ -64,6 +66,20 @@ static_assert(kSmallKMax <= kKC, "the small-K path must match run_block's single
 // and the BLAS rule (uses_small_k_path) both ask this.
 constexpr bool small_k_path(bool ta, bool tb, int64_t N, int64_t K, int W) {
   return ta && !tb && K <= kSmallKMax && N > W;
+}
+// Ways of the L1 data cache, as glibc reads them from CPUID (0 where the C
+// library cannot tell): rows of A read in place a multiple of 4 KiB apart
+// all fall in one L1 set (run_block), which holds this many lines.
+int l1d_ways() {
+  static const int ways = [] {
+#ifdef _SC_LEVEL1_DCACHE_ASSOC
+    const long v = sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+    return v > 0 && v < 64 ? (int)v : 0;
+#else
+    return 0;
+#endif
+  }();
+  return ways;
 }
 // Products of fewer FLOPs run on the calling thread alone. Measured on the
 // Xeon (family 6 model 207) at AVX-512 with 64-byte aligned operands, two

@@ -328,6 +328,36 @@ def test_blocked_walk_same_bits_as_panel_walk():
         core.set_num_threads(n0)
 
 
+def test_rows_of_a_4kib_apart_same_bits_as_padded():
+    """A read in place (not transposed) whose rows are a multiple of 4 KiB
+    apart runs micro-tiles of at most as many rows as the L1 data cache has
+    ways (cpp/core/gemm_isa.inc, run_block: those rows share one L1 set).
+    Each element is the same chain of multiply-adds whatever its tile's
+    height, so the product is bit for bit the one with the same A at a
+    padded stride (16 floats more, full-height tiles), at 1 and 2 threads,
+    on the panel walk and the blocked walk; both also match float64."""
+    rng = np.random.default_rng(37)
+    n0 = core.num_threads()
+    cases = [(300, 130, 1024), (97, 70, 2048), (1024, 64, 1024)]
+    try:
+        for M, N, K in cases:
+            A = rng.standard_normal((M, K)).astype(np.float32)
+            Apad = _padded(rng, M, K, 16)
+            Apad[...] = A
+            B = rng.standard_normal((K, N)).astype(np.float32)
+            for t in (1, 2):
+                core.set_num_threads(t)
+                outs = []
+                for a in (A, Apad):
+                    C = np.full((M, N), np.nan, np.float32)
+                    core._test_sgemm(False, False, 1.0, a, B, 0.0, C, CORE)
+                    outs.append(C)
+                np.testing.assert_array_equal(outs[0], outs[1], err_msg=str((M, N, K, t)))
+            _check(rng, False, False, M, N, K, 1.0, 0.5, CORE)
+    finally:
+        core.set_num_threads(n0)
+
+
 def test_plan_rules_at_the_level_in_use():
     """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
     level and the shape. At AVX2 the large products run on OpenBLAS's
