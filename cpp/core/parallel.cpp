@@ -69,22 +69,14 @@ class Pool {
         fn(n * c / std::max<int64_t>(chunks, 1), n * (c + 1) / std::max<int64_t>(chunks, 1));
       return;
     }
-    fn_.store(&fn, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    const uint64_t g = (++submitted_) & kGenMask;
+    const uint64_t g = open_job(n, fn);
     // Chunk 0 is the caller's before the job is published: a spinning
     // worker would otherwise often claim it first (the caller is still
     // publishing and waking), and which core computed which part of the
     // output would change from call to call. With one chunk per thread,
     // each core then keeps its part (of C, say) in its own cache from one
     // call to the next, instead of fetching it from the other core's.
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      state_.store(pack(g, (uint64_t)chunks, 1), std::memory_order_release);
-    }
-    cv_.notify_all();
+    publish(pack(g, (uint64_t)chunks, 1));
     run_chunk(0, chunks);
     count_done(1);
     for (int64_t c; (c = claim(g)) >= 0;) {
@@ -110,26 +102,38 @@ class Pool {
       fn(0, n);
       return;
     }
-    fn_.store(&fn, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    const uint64_t g = (++submitted_) & kGenMask;
+    const uint64_t g = open_job(n, fn);
     homes_.store(homes, std::memory_order_relaxed);
     grain_.store(grain, std::memory_order_relaxed);
     for (int64_t h = 0; h < homes; ++h)
       ranges_[h].w.store(range_word(g, n * h / homes, n * (h + 1) / homes),
                          std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      state_.store(pack(g, 0, 0), std::memory_order_release);  // no fixed chunks
-    }
-    cv_.notify_all();
+    publish(pack(g, 0, 0));  // no fixed chunks
     run_pieces(g, 0, homes, grain);
     finish_job(n);
   }
 
  private:
+  // Sets up a job of n units of fn (nothing is claimable yet) and returns
+  // its generation.
+  uint64_t open_job(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    fn_.store(&fn, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    return (++submitted_) & kGenMask;
+  }
+
+  // Makes a job visible to the workers (state_ is what they poll; stored
+  // under mu_ so that a worker about to sleep sees it) and wakes sleepers.
+  void publish(uint64_t state) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      state_.store(state, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+
   // Waits until done_ reaches `total` (chunks of a fixed job, units of a
   // balanced one), polling briefly and then sleeping, and rethrows the
   // job's first exception.
