@@ -165,8 +165,8 @@ class Pool {
     }
   }
 
-  // A home range of a balanced job: the job's generation (kTagBits low
-  // bits) | front | back, in one word so that a claim from either end is
+  // A home range of a balanced job: the job's generation (its low 24
+  // bits) | front | back (20 bits each), in one word so that a claim from either end is
   // one compare-and-swap and a thread still holding an earlier job's
   // generation claims nothing.
   static constexpr int kUnitBits = 20;
