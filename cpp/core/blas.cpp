@@ -91,12 +91,12 @@ namespace {
 // * AVX2: OpenBLAS's Haswell kernel reaches 89% of peak on large products,
 //   the core's 74-79%: large products (every side at least 64) go to
 //   OpenBLAS, batch-sized ones (the small-M paths) stay with the core.
-//   (The core's figure predates the write-back fix of the eighth session,
-//   which took its AVX2 kernel to about 83% of the one-thread peak on
-//   Zen 4; there the two were level within the host's noise, and the
-//   MNIST step with every product on the core was level too, so the rule
-//   stands until a quiet machine says otherwise: bench/README.md,
-//   "2026-11-27, eighth session".)
+//   (The core's figure predates the eighth session's write-back and
+//   k-step changes, which took its AVX2 kernel to 83% and then 88% of the
+//   one-thread peak on Zen 4. After the first the two were level within
+//   that host's noise, and so was the MNIST step with every product on
+//   the core; the rule stands until a quiet machine says otherwise:
+//   bench/README.md, "2026-11-27, eighth session".)
 // * SSE and portable levels: the core (OpenBLAS's SSE kernels are not faster).
 // A pre-packed B (a weight no op writes) is the core's own advantage: core.
 // * AVX2, X^T @ G with a batch-sized K (the weight gradients): the core's
