@@ -30,7 +30,13 @@ products that mostly write C, K of 8 or 10, lose a third of their speed):
              input, is subtracted
 
 Every peer but the core keeps worker threads spinning after a call, so each
-timed block starts after an idle gap (--gap seconds). Blocks of all peers are
+timed block starts after an idle gap (--gap seconds), and then after
+--warm-ms of untimed calls of the same peer: on this project's VMs
+(Firecracker guests whose kernel packs lightly loaded threads onto one vCPU,
+`sched_vcpu_pack=15` in /proc/cmdline) a peer's threads come back from the
+gap sharing one vCPU and run there at one thread's speed for tens of
+milliseconds; the warm-up times the steady state, as in a training loop,
+where the calls follow each other without idling. Blocks of all peers are
 interleaved --reps times (the starting peer rotating); the median per-call
 time is reported as GFLOP/s, with ratios peer time / ipuxl time (above 1:
 ipuxl is faster), each the median of the per-repetition ratios (paired: a
@@ -145,6 +151,13 @@ def main(argv=None) -> int:
     # compares with the FMA probe's steady state. With 20 ms blocks, square
     # 1024 read 166-180 GFLOP/s; with 200 ms, 220 (same build, same minutes).
     p.add_argument("--block-ms", type=float, default=100.0, help="length of one timed block")
+    # 100 ms: with no warm-up, after the 0.3 s gaps the core's threads stayed
+    # on one vCPU through whole 100 ms blocks (G @ W^T b128 784x512, 2
+    # threads: 95-105 GFLOP/s in most blocks, one thread's speed); after
+    # 50 ms of warm-up 190-197 in most blocks, after 100 ms in all but one
+    # of 24 (bench/README.md, "2026-11-27, ninth session").
+    p.add_argument("--warm-ms", type=float, default=100.0,
+                   help="untimed calls of a peer right before its timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")
     p.add_argument("--shapes", choices=("mlp", "transformer"), default="mlp",
                    help="the MNIST MLP's products or the transformer block's (4x64x256)")
@@ -189,6 +202,8 @@ def main(argv=None) -> int:
           + (f", torch {torch.get_num_threads()}" if torch_ok else "")
           + ("; operands as numpy allocates them" if args.numpy_alignment
              else "; operands 64-byte aligned (as in a Session)"))
+    print(f"blocks: {args.block_ms:.0f} ms timed, after {args.gap} s idle and {args.warm_ms:.0f} ms "
+          "of untimed calls")
     peers = ["ipuxl", "core", "core+pack", "openblas", "numpy", "torch", "ort"]
     outside = ["numpy", "torch", "ort"]
     # At a forced lower level only NumPy's OpenBLAS is held to that level
@@ -263,6 +278,9 @@ def main(argv=None) -> int:
             # the starting peer rotates, so no peer always follows the same one
             for k in names[r % len(names):] + names[:r % len(names)]:
                 time.sleep(args.gap)
+                warm_until = time.perf_counter() + args.warm_ms * 1e-3
+                while time.perf_counter() < warm_until:
+                    fns[k](max(1, calls // 10))
                 times[k].append(per_call(fns[k], calls))
         if "ort" in times:
             times["ort"] = [max(t - o, 1e-9) for t, o in zip(times["ort"], times["ort-ovh"])]

@@ -402,6 +402,20 @@ def _run_steps(model, data, n):
     return time.perf_counter() - t0, loss
 
 
+def _warm_up(model, data, seconds):
+    """Untimed steps for `seconds`, right before a timed block: on this
+    project's VMs (Firecracker guests whose kernel packs lightly loaded
+    threads onto one vCPU, `sched_vcpu_pack` in /proc/cmdline) a peer's
+    threads come back from the idle gap sharing one vCPU for tens of
+    milliseconds (bench/README.md, "2026-11-27, ninth session"); a training
+    loop, which does not idle between steps, runs in the steady state."""
+    i, k = 0, len(data)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        model.step(data[i % k])
+        i += 1
+
+
 def worker(name, conn, opts):
     """Serve commands from the driver for one peer until "exit"."""
     note = _import_check(name)
@@ -432,7 +446,8 @@ def worker(name, conn, opts):
                     info["ir_build_s"] = m.ir_build_s
                 conn.send(info)
             elif cmd == "run":
-                batch, n = a
+                batch, n, *warm = a
+                _warm_up(models[batch], data[batch], warm[0] if warm else 0.0)
                 conn.send(_run_steps(models[batch], data[batch], n)[0])
             elif cmd == "check":
                 # A fresh model: n steps on the pool, losses and final weights.
@@ -548,13 +563,14 @@ def _baseline_worker(conn, opts, batch):
     conn.close()
 
 
-def timed_round(peers, batch, n, gap, rotate):
-    """Each peer in turn (rotated start) runs n steps after gap idle seconds."""
+def timed_round(peers, batch, n, gap, warm, rotate):
+    """Each peer in turn (rotated start) runs n timed steps after gap idle
+    seconds and warm seconds of untimed steps."""
     out = {}
     order = peers[rotate % len(peers):] + peers[:rotate % len(peers)]
     for p in order:
         time.sleep(gap)
-        out[p.name] = p.call("run", batch, n)
+        out[p.name] = p.call("run", batch, n, warm)
     return out
 
 
@@ -606,6 +622,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rss-steps", type=int, default=200, help="steps before reading peak RSS")
     ap.add_argument("--pool", type=int, default=16, help="distinct batches per batch size")
     ap.add_argument("--gap", type=float, default=0.3, help="idle seconds before each timed block")
+    ap.add_argument("--warm-ms", type=float, default=100.0,
+                    help="untimed steps of a peer right before each timed block")
     ap.add_argument("--threads", type=int, default=0,
                     help="threads per peer (0: each library's default, all cores). Sets "
                          "OMP/OPENBLAS/MKL_NUM_THREADS and IPUXL_NUM_THREADS for every worker, "
@@ -621,6 +639,7 @@ def main(argv=None) -> int:
         args.reps, args.steps_small, args.steps_large, args.warmup = 2, 10, 3, 2
         args.epoch_steps, args.epoch_reps, args.epoch_partial = 40, 1, 20
         args.check_steps, args.rss_steps, args.pool, args.gap = 5, 5, 4, 0.05
+        args.warm_ms = 0.0
         args.profile_steps = 10
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = [p for p in wanted if p not in PEERS]
@@ -703,7 +722,7 @@ def main(argv=None) -> int:
         times = {b: {n: [] for n in names} for b in (args.batch_small, args.batch_large)}
         for r in range(args.reps):
             for b, n in ((args.batch_small, args.steps_small), (args.batch_large, args.steps_large)):
-                for name, t in timed_round(peers, b, n, args.gap, r).items():
+                for name, t in timed_round(peers, b, n, args.gap, args.warm_ms * 1e-3, r).items():
                     times[b][name].append(t / n)
         med = {b: {n: statistics.median(ts) for n, ts in per.items()} for b, per in times.items()}
 
@@ -720,7 +739,8 @@ def main(argv=None) -> int:
             for p in order:
                 time.sleep(args.gap)
                 n = epoch_plan[p.name]
-                epoch[p.name].append(p.call("run", args.batch_small, n) * args.epoch_steps / n)
+                epoch[p.name].append(p.call("run", args.batch_small, n, args.warm_ms * 1e-3)
+                                     * args.epoch_steps / n)
         epoch_med = {n: statistics.median(ts) if ts else float("nan") for n, ts in epoch.items()}
 
         # ---- profile
@@ -740,7 +760,8 @@ def main(argv=None) -> int:
     # ---- report
     base8, base128 = med[args.batch_small]["ipuxl"], med[args.batch_large]["ipuxl"]
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} steps (batch 8) and "
-          f"{args.steps_large} steps (batch 128), {args.gap} s idle before each block; medians. "
+          f"{args.steps_large} steps (batch 128), {args.gap} s idle and {args.warm_ms:.0f} ms of "
+          "untimed steps before each block; medians. "
           f"Epoch: {args.epoch_steps} steps at batch 8, {args.epoch_reps} repetitions, median.")
     print("ratio = peer time / ipuxl time (above 1: ipuxl faster), the median of the "
           "per-repetition ratios (paired: bench/_stats.py); RSS ratio = peer / ipuxl")

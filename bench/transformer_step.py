@@ -372,7 +372,9 @@ def worker(name, conn, opts):
                     info["ir_build_s"] = m.ir_build_s
                 conn.send(info)
             elif cmd == "run":
-                size, n = a
+                size, n, *warm = a
+                from mnist_step import _warm_up  # noqa: PLC0415
+                _warm_up(models[size], data[size], warm[0] if warm else 0.0)
                 conn.send(_run_steps(models[size], data[size], n))
             elif cmd == "check":
                 size, n = a
@@ -442,6 +444,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check-steps", type=int, default=10, help="steps of the correctness check")
     ap.add_argument("--pool", type=int, default=8, help="distinct batches per size")
     ap.add_argument("--gap", type=float, default=0.3, help="idle seconds before each block")
+    ap.add_argument("--warm-ms", type=float, default=100.0,
+                    help="untimed steps of a peer right before each timed block "
+                         "(bench/mnist_step.py's _warm_up says why)")
     ap.add_argument("--threads", type=int, default=0,
                     help="threads per peer (0: library defaults); sets OMP/OPENBLAS/"
                          "IPUXL_NUM_THREADS, torch threads, XLA single-thread flags for 1")
@@ -452,6 +457,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.reps, args.steps_small, args.steps_large, args.warmup = 2, 5, 2, 1
         args.check_steps, args.pool, args.gap, args.profile_steps = 3, 2, 0.0, 5
+        args.warm_ms = 0.0
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = [p for p in wanted if p not in PEERS]
     if bad:
@@ -536,7 +542,8 @@ def main(argv=None) -> int:
                 order = peers[r % len(peers):] + peers[:r % len(peers)]
                 for p in order:
                     time.sleep(args.gap)
-                    times[size][p.name].append(p.call("run", size, steps[size]) / steps[size])
+                    t = p.call("run", size, steps[size], args.warm_ms * 1e-3)
+                    times[size][p.name].append(t / steps[size])
         med = {s: {n: statistics.median(ts) for n, ts in per.items()} for s, per in times.items()}
 
         prof = {}
@@ -550,8 +557,8 @@ def main(argv=None) -> int:
     result["load_after"] = os.getloadavg()
 
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} (small) / "
-          f"{args.steps_large} (large) steps per peer, {args.gap} s idle before each block; "
-          "medians; ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
+          f"{args.steps_large} (large) steps per peer, {args.gap} s idle and "
+          f"{args.warm_ms:.0f} ms of untimed steps before each block; medians; ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
           "per-repetition ratios")
     table = {}
     hdr = f"{'peer':<7}" + "".join(f"{size_label(s) + ' steps/s':>30}{'ratio':>7}"
