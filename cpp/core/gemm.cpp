@@ -209,7 +209,30 @@ struct Vec {
     if (n >= W)
       _mm256_storeu_ps(p, v);
     else if (n > 0)
-      _mm256_maskstore_ps(p, mask(n), v);
+      store_tail(p, v, n);
+  }
+  // The first n (0 < n < 8) floats of v to p, in at most three plain
+  // stores (4, 2, 1 floats) rather than one masked store: VMASKMOVPS to
+  // memory is slow on AMD cores. The write-back of products with a
+  // narrow last panel (N = 10, MNIST's last layer) ends every row with one.
+  // Alternating processes, AMD EPYC family 25 model 17 (Zen 4), 2 threads,
+  // AVX2 (bench/README.md, "2026-11-27, ninth session"): X^T @ G with
+  // M x N x K = 512 x 10 x 8, 22 -> 31-36 GFLOP/s; 512 x 10 x 128 +20%.
+  static void store_tail(float* p, V v, int n) {
+    __m128 q = _mm256_castps256_ps128(v);
+    if (n >= 4) {
+      _mm_storeu_ps(p, q);
+      p += 4;
+      n -= 4;
+      q = _mm256_extractf128_ps(v, 1);
+    }
+    if (n >= 2) {
+      _mm_storel_pi(reinterpret_cast<__m64*>(p), q);
+      p += 2;
+      n -= 2;
+      q = _mm_movehl_ps(q, q);
+    }
+    if (n > 0) _mm_store_ss(p, q);
   }
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   static float sum(V v) {
