@@ -88,15 +88,19 @@ namespace {
 // levels"; one Zen 4 core, alternating calls):
 // * AVX-512: the core's packed kernel runs at 87-94% of the FMA peak, level
 //   with OpenBLAS (1.0-1.06x), so the core.
-// * AVX2: OpenBLAS's Haswell kernel reaches 89% of peak on large products,
-//   the core's 74-79%: large products (every side at least 64) go to
-//   OpenBLAS, batch-sized ones (the small-M paths) stay with the core.
-//   (The core's figure predates the eighth session's write-back and
-//   k-step changes, which took its AVX2 kernel to 83% and then 88% of the
-//   one-thread peak on Zen 4. After the first the two were level within
-//   that host's noise, and so was the MNIST step with every product on
-//   the core; the rule stands until a quiet machine says otherwise:
-//   bench/README.md, "2026-11-27, eighth session".)
+// * AVX2, op(A) = A: the core. Until the eighth session OpenBLAS's Haswell
+//   kernel took every product with all sides at least 64 (89% of peak
+//   against the core's 74-79%, measured while GCC kept core accumulators on
+//   the stack). With that fixed (88% of the one-thread peak on Zen 4), and
+//   timed in the steady state (bench/gemm.py's warm-up), the core is ahead:
+//   core / OpenBLAS GFLOP/s ratios, two threads, alternating calls, Zen 4
+//   (bench/README.md, "2026-11-27, ninth session"): 128x512x784 1.25,
+//   G @ W^T at 128 x 784 x 512 1.19, 80 x 512 x 512 1.48, 256x1024x256
+//   1.20, 64^3 1.39-1.58, 512^3 0.84-1.08, 1024^3 0.96-1.03; the MNIST
+//   step at batch 128, 1.02-1.20 (median 1.07, alternating processes).
+// * AVX2, A^T @ B beyond the small-K path (K > 128): OpenBLAS, every side
+//   at least 64. The core packs A^T and is behind there: 512x512x192 0.84,
+//   784x512x256 0.85-0.87, 1024x256x256 0.84, 512^3 0.83-1.19.
 // * SSE and portable levels: the core (OpenBLAS's SSE kernels are not faster).
 // A pre-packed B (a weight no op writes) is the core's own advantage: core.
 // * AVX2, X^T @ G with a batch-sized K (the weight gradients): the core's
@@ -114,7 +118,7 @@ SgemmImpl rule(isa::Level level, bool packed, bool ta, bool tb, int64_t M, int64
                int64_t K) {
   if (packed) return SgemmImpl::Core;
   if (level == isa::Level::AVX2 && gemm::uses_small_k_path(ta, tb, N, K)) return SgemmImpl::Core;
-  if (level == isa::Level::AVX2 && M >= 64 && N >= 64 && K >= 64) return SgemmImpl::Blas;
+  if (level == isa::Level::AVX2 && ta && M >= 64 && N >= 64 && K >= 64) return SgemmImpl::Blas;
   if (level == isa::Level::AVX2 && ta && !tb && K < 64) return SgemmImpl::Blas;
   return SgemmImpl::Core;
 }

@@ -360,12 +360,12 @@ def test_rows_of_a_4kib_apart_same_bits_as_padded():
 
 def test_plan_rules_at_the_level_in_use():
     """The per-shape choice (cpp/core/blas.cpp, rule): a fixed rule of the
-    level and the shape. At AVX2 the large products run on OpenBLAS's
-    Haswell kernels, except the weight gradients X^T @ G with a batch-sized
-    K (up to 128), which stay on the core's small-K path, as do the forward
-    products at a small batch (its in-place streaming of B); X^T @ G with at
-    most 8 columns and K < 64 goes to OpenBLAS. AVX-512 and the baseline
-    keep the core. Both choices match float64 (test_mlp_shapes_all_paths)."""
+    level and the shape. At AVX2 the large products A^T @ B run on
+    OpenBLAS's Haswell kernels, except the weight gradients X^T @ G with a
+    batch-sized K (up to 128), which stay on the core's small-K path; every
+    product with A not transposed stays on the core; X^T @ G with at most 8
+    columns and K < 64 goes to OpenBLAS. AVX-512 and the baseline keep the
+    core. Both choices match float64 (test_mlp_shapes_all_paths)."""
     import os
     if not core.has_blas():
         pytest.skip("no BLAS loaded at this level")
@@ -381,7 +381,9 @@ def test_plan_rules_at_the_level_in_use():
         assert plan(True, False, 512, 8, 16) == "blas"
         assert plan(False, False, 8, 512, 784) == "core"
         assert plan(False, True, 8, 784, 512) == "core"
-        assert plan(False, False, 128, 512, 512) == "blas"
+        assert plan(False, False, 128, 512, 512) == "core"
+        assert plan(False, True, 128, 784, 512) == "core"
+        assert plan(True, False, 784, 512, 256) == "blas"
         assert plan(True, False, 784, 512, 8, packed=True) == "core"
     else:
         assert plan(True, False, 784, 512, 8) == "core"
