@@ -37,7 +37,8 @@ ratios, medians of each repetition's ratio to ipuxl (paired: a slow spell
 of the machine falls on both blocks of a repetition alike; bench/_stats.py).
 Before each timed block it
 sleeps ``--gap`` seconds so the previous peer's spinning thread pools stop
-competing for the cores. Peak RSS is measured in a fresh process per peer
+competing for the cores, then runs ``--warm-ms`` of the peer's untimed
+steps (``_warm_up`` says why). Peak RSS is measured in a fresh process per peer
 (its VmHWM; see ``peak_rss_bytes``).
 
 Correctness: a fresh model of every peer runs ``--check-steps`` steps;

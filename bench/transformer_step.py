@@ -29,8 +29,8 @@ The peers:
 * ``torch``: PyTorch eager, autograd, ``torch.optim.SGD``.
 
 Each peer runs in its own spawned worker process; the driver alternates them
-block by block (the starting peer rotating, ``--gap`` idle seconds before
-each block) over ``--reps`` repetitions and reports medians and the ratios
+block by block (the starting peer rotating, ``--gap`` idle seconds and
+``--warm-ms`` of the peer's untimed steps before each block) over ``--reps`` repetitions and reports medians and the ratios
 peer time / ipuxl time (above 1: ipuxl faster), each the median of the
 per-repetition ratios (paired: bench/_stats.py), with the CPU model, its SIMD
 flags, the ISA level in use and every level's FMA peak.
