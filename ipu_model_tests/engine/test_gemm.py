@@ -249,7 +249,9 @@ def test_small_batch_paths_are_exact():
 def test_small_k_path_same_bits_as_packed_path():
     """X^T @ G with K <= 128 (the weight gradients at a batch-sized K) runs
     a path of its own (cpp/core/gemm_isa.inc, run_smallk: short, wide tiles,
-    A^T read in place, B copied band by band, rows split over the threads).
+    A^T read in place or, for products of 8 tiles' width or more with all of
+    B packed, copied per row group, B copied band by band or whole, rows
+    split over the threads).
     Each element must be the same chain of multiply-adds as on the general
     path (run_block, reached here through a pre-packed B), so the two agree
     bit for bit at 1, 2 and 3 threads: partial row groups (M not a multiple
@@ -263,7 +265,7 @@ def test_small_k_path_same_bits_as_packed_path():
     n0 = core.num_threads()
     cases = [(784, 512, 8), (512, 512, 16), (7, 33, 3), (13, 130, 1), (100, 17, 31),
              (301, 200, 64), (64, 48, 128), (50, 40, 129), (1, 512, 8), (23, 40, 20),
-             (35, 64, 16), (17, 96, 15)]
+             (35, 64, 16), (17, 96, 15), (301, 300, 100)]
     try:
         for t in (1, 2, 3):
             core.set_num_threads(t)
