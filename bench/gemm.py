@@ -202,8 +202,8 @@ def main(argv=None) -> int:
           + (f", torch {torch.get_num_threads()}" if torch_ok else "")
           + ("; operands as numpy allocates them" if args.numpy_alignment
              else "; operands 64-byte aligned (as in a Session)"))
-    print(f"blocks: {args.block_ms:.0f} ms timed, after {args.gap} s idle and {args.warm_ms:.0f} ms "
-          "of untimed calls")
+    print(f"blocks: {args.block_ms:.0f} ms timed, after {args.gap} s idle and "
+          f"{args.warm_ms:.0f} ms of untimed calls")
     peers = ["ipuxl", "core", "core+pack", "openblas", "numpy", "torch", "ort"]
     outside = ["numpy", "torch", "ort"]
     # At a forced lower level only NumPy's OpenBLAS is held to that level

@@ -723,7 +723,8 @@ def main(argv=None) -> int:
         times = {b: {n: [] for n in names} for b in (args.batch_small, args.batch_large)}
         for r in range(args.reps):
             for b, n in ((args.batch_small, args.steps_small), (args.batch_large, args.steps_large)):
-                for name, t in timed_round(peers, b, n, args.gap, args.warm_ms * 1e-3, r).items():
+                warm = args.warm_ms * 1e-3
+                for name, t in timed_round(peers, b, n, args.gap, warm, r).items():
                     times[b][name].append(t / n)
         med = {b: {n: statistics.median(ts) for n, ts in per.items()} for b, per in times.items()}
 

@@ -30,9 +30,10 @@ The peers:
 
 Each peer runs in its own spawned worker process; the driver alternates them
 block by block (the starting peer rotating, ``--gap`` idle seconds and
-``--warm-ms`` of the peer's untimed steps before each block) over ``--reps`` repetitions and reports medians and the ratios
-peer time / ipuxl time (above 1: ipuxl faster), each the median of the
-per-repetition ratios (paired: bench/_stats.py), with the CPU model, its SIMD
+``--warm-ms`` of the peer's untimed steps before each block) over
+``--reps`` repetitions and reports medians and the ratios peer time /
+ipuxl time (above 1: ipuxl faster), each the median of the per-repetition
+ratios (paired: bench/_stats.py), with the CPU model, its SIMD
 flags, the ISA level in use and every level's FMA peak.
 
 Correctness: a fresh model of every peer runs ``--check-steps`` steps at each
@@ -558,7 +559,8 @@ def main(argv=None) -> int:
 
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} (small) / "
           f"{args.steps_large} (large) steps per peer, {args.gap} s idle and "
-          f"{args.warm_ms:.0f} ms of untimed steps before each block; medians; ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
+          f"{args.warm_ms:.0f} ms of untimed steps before each block; medians; "
+          "ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
           "per-repetition ratios")
     table = {}
     hdr = f"{'peer':<7}" + "".join(f"{size_label(s) + ' steps/s':>30}{'ratio':>7}"
