@@ -3,6 +3,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "core/blas.hpp"
 #include "exec/engine.hpp"
 #include "core/gemm.hpp"
@@ -570,6 +576,60 @@ PYBIND11_MODULE(_core, m) {
   m.def("num_threads", &num_threads, "Threads the core's kernels use.");
   m.def("set_num_threads", &set_num_threads, "Set the threads the core's kernels use.");
   m.def("has_blas", []() { return blas::sgemm_ptr() != nullptr; });
+  m.def("contention_backoff", &contention_backoff,
+        "Whether the core's jobs run on the calling thread alone for now: a recent job's "
+        "caller waited long for a preempted worker (other processes keep the CPUs busy).");
+  // Test hook for the contention backoff: one job of two chunks whose second
+  // chunk, run by a worker, sleeps `sleep_ms` (a worker preempted mid-chunk),
+  // then a job of two chunks and a balanced job of two units. Returns
+  // (whether a worker ran the sleeping chunk, contention_backoff() after the
+  // first job, how many threads ran the second job, how many the third).
+  m.def("_test_pool_straggler", [](double sleep_ms) {
+    if (num_threads() < 2) throw Error("_test_pool_straggler: needs 2 or more threads");
+    std::atomic<bool> started{false}, on_worker{false};
+    bool backoff = false;
+    std::set<std::thread::id> ran, ran_balanced;
+    {
+      py::gil_scoped_release nogil;
+      // A backoff in progress (this hook's last call, or real contention)
+      // would run the job inline: wait it out (it lasts at most 160 ms).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (contention_backoff() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const std::thread::id caller = std::this_thread::get_id();
+      parallel_for_chunks(2, 2, [&](int64_t b, int64_t) {
+        if (b == 0) {
+          // The caller's chunk: wait (at most 2 s) until a worker has taken
+          // the other, so that the caller cannot take it itself.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+          while (!started.load() && std::chrono::steady_clock::now() < until)
+            std::this_thread::yield();
+          return;
+        }
+        started.store(true);
+        if (std::this_thread::get_id() != caller) {
+          on_worker.store(true);
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
+        }
+      });
+      backoff = contention_backoff();
+      std::mutex mu;
+      auto work = [&](std::set<std::thread::id>& ran) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          ran.insert(std::this_thread::get_id());
+        }
+        // 200 us of work (spun, not slept: a sleep on a VM may last much
+        // longer), time for a worker to take the other chunk or piece
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      };
+      parallel_for_chunks(2, 2, [&](int64_t, int64_t) { work(ran); });
+      parallel_for_balanced(2, 1, [&](int64_t, int64_t) { work(ran_balanced); });
+    }
+    return py::make_tuple(on_worker.load(), backoff, (int)ran.size(), (int)ran_balanced.size());
+  });
   // Test/benchmark hook for the float32 GEMM: C = alpha * op(A) @ op(B) +
   // beta * C on numpy float32 matrices whose rows may be padded (strided
   // views), in place on C. impl: 0 auto, 1 core kernel, 2 installed BLAS,

@@ -36,6 +36,25 @@ constexpr auto kSpinTime = std::chrono::microseconds(100);
 // within microseconds of each other.
 constexpr auto kWaitSpinTime = std::chrono::microseconds(30);
 
+// Contention backoff. When other processes keep the CPUs busy (more runnable
+// threads than cores), the scheduler preempts a worker in the middle of its
+// chunk for a whole time slice (milliseconds), and the caller, done with
+// its own share, waits for it: split over two threads, a job then takes
+// longer than on one. A job whose caller waited more than kStragglerWait,
+// and more than half as long as it worked itself, marks the CPUs contended:
+// jobs run on the caller alone (the same chunks, in order, so the results
+// are the same) for kBackoffMin, doubled for each such job within
+// kBackoffMemory of the previous one, up to kBackoffMax; then they are split
+// again. With one busy-looping process beside it on 2 vCPUs (Zen 4, AVX2,
+// bench/README.md, "2026-11-28, eleventh session"): the MNIST step at batch
+// 8 1.45-1.50x faster, the small transformer step 1.33x, batch 128 and the
+// larger transformer level; on a quiet machine level (a job waited that long
+// once or twice in 300 steps).
+constexpr auto kStragglerWait = std::chrono::microseconds(250);
+constexpr auto kBackoffMin = std::chrono::milliseconds(5);
+constexpr auto kBackoffMax = std::chrono::milliseconds(160);
+constexpr auto kBackoffMemory = std::chrono::seconds(1);
+
 // A job is [0, n) cut into `chunks` fixed ranges (chunk c: [n*c/chunks,
 // n*(c+1)/chunks)), claimed one at a time by whichever thread asks next: the
 // caller and the woken workers. The ranges depend only on n and the chunk
@@ -56,6 +75,11 @@ class Pool {
 
   int size() const { return (int)workers_.size() + 1; }
 
+  // Whether jobs run on the caller alone for now (contention backoff).
+  bool backed_off() const {
+    return Clock::now().time_since_epoch().count() < serial_until_.load(std::memory_order_relaxed);
+  }
+
   void resize(int threads) {
     stop();
     quit_ = false;
@@ -64,7 +88,8 @@ class Pool {
 
   void run(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
     chunks = std::min<int64_t>({chunks, n, kMaxChunks});
-    if (chunks <= 1 || workers_.empty() || running_.exchange(true)) {  // small or nested: inline
+    // Small, contended (kStragglerWait) or nested: inline, chunk after chunk.
+    if (chunks <= 1 || workers_.empty() || backed_off() || running_.exchange(true)) {
       for (int64_t c = 0; c < std::max<int64_t>(chunks, 1); ++c)
         fn(n * c / std::max<int64_t>(chunks, 1), n * (c + 1) / std::max<int64_t>(chunks, 1));
       return;
@@ -98,7 +123,7 @@ class Pool {
   void run_balanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
     const int64_t homes = std::min<int64_t>({size(), (n + grain - 1) / grain, kMaxHomes});
     if (n > kMaxUnits) return run(n, size(), fn);  // too many units for a range word
-    if (homes <= 1 || running_.exchange(true)) {  // small or nested: inline
+    if (homes <= 1 || backed_off() || running_.exchange(true)) {  // small, contended or nested
       fn(0, n);
       return;
     }
@@ -121,6 +146,7 @@ class Pool {
     n_.store(n, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
+    job_start_ = Clock::now();
     return (++submitted_) & kGenMask;
   }
 
@@ -152,8 +178,23 @@ class Pool {
       }
       cpu_relax();
     }
+    note_wait(t0);
     running_.store(false);
     if (error_) std::rethrow_exception(error_);
+  }
+
+  // The caller worked on the job from job_start_ to `waited_from` and then
+  // waited for the other threads until now: starts or extends a contention
+  // backoff (kStragglerWait) if it waited that long.
+  void note_wait(Clock::time_point waited_from) {
+    const auto now = Clock::now();
+    const auto wait = now - waited_from, work = waited_from - job_start_;
+    if (wait <= kStragglerWait || wait <= work / 2) return;
+    backoff_level_ = now - last_contended_ < kBackoffMemory ? std::min(backoff_level_ + 1, 16) : 0;
+    last_contended_ = now;
+    const Clock::duration period =
+        std::min<Clock::duration>(kBackoffMax, kBackoffMin * (int64_t{1} << backoff_level_));
+    serial_until_.store((now + period).time_since_epoch().count(), std::memory_order_relaxed);
   }
 
   // Counts `units` finished (by any thread) and wakes a sleeping caller.
@@ -311,6 +352,12 @@ class Pool {
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
   std::atomic<int64_t> n_{0};
   std::atomic<int64_t> homes_{0}, grain_{1};  // of the current balanced job
+  // Contention backoff: jobs before serial_until_ (steady clock ticks) run
+  // inline. The other three are touched only by the thread that submitted
+  // the current job, while it holds running_.
+  std::atomic<Clock::rep> serial_until_{0};
+  Clock::time_point job_start_{}, last_contended_{};
+  int backoff_level_ = 0;
   Range ranges_[kMaxHomes];
   uint64_t submitted_ = 0;
   std::exception_ptr error_;
@@ -334,6 +381,8 @@ Pool& pool() {
 
 int num_threads() { return pool().size(); }
 void set_num_threads(int n) { pool().resize(n < 1 ? 1 : n); }
+
+bool contention_backoff() { return pool().backed_off(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

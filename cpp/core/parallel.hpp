@@ -5,10 +5,12 @@
 // thread asks next. The chunk boundaries depend only on n, the grain (or the
 // chunk count) and the thread count, never on the scheduling, so results are
 // deterministic. parallel_for_balanced moves its boundaries with the
-// threads' speeds, for work whose results do not depend on them. Workers spin briefly after each job (kernels come in quick
-// succession within a program) and then sleep, so an idle engine costs no
-// CPU. IPUXL_NUM_THREADS sets the thread count
-// (default: the hardware concurrency).
+// threads' speeds, for work whose results do not depend on them. Workers
+// spin briefly after each job (kernels come in quick succession within a
+// program) and then sleep, so an idle engine costs no CPU. When other
+// processes keep the CPUs busy, jobs run on the caller alone for a while
+// (contention_backoff). IPUXL_NUM_THREADS sets the thread count (default:
+// the hardware concurrency).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,11 @@ namespace ipuxl {
 
 int num_threads();
 void set_num_threads(int n);
+
+// Whether jobs now run on the calling thread alone because a recent job's
+// caller waited long for a preempted worker (the CPUs are contended; see
+// kStragglerWait in parallel.cpp). Results are the same either way.
+bool contention_backoff();
 
 // Runs fn(begin, end) over chunks covering [0, n). Work below `grain`
 // elements per thread runs inline on the caller.

@@ -8,6 +8,8 @@ the pre-packed-B entry point, the installed BLAS path, and the thread split
 (the core's pool is used for large products).
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,57 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="unit column stride"):
         core._test_sgemm(False, False, 1.0, A, np.zeros((4, 12), np.float32)[:, ::2], 0.0, C)
 
+
+def test_contention_backoff_runs_jobs_inline_with_the_same_results():
+    """A job whose worker is held up in the middle of its chunk (preempted by
+    another process; here the chunk sleeps 30 ms) makes the pool run the
+    next jobs on the calling thread alone for a while (kStragglerWait in
+    cpp/core/parallel.cpp), doubling the while for each such job within a
+    second of the last; products computed meanwhile are bit for bit those
+    of a one-thread pool (the same chunks and pieces, run in order)."""
+    rng = np.random.default_rng(13)
+    n0 = core.num_threads()
+    shapes = [(False, False, 256, 256, 256), (True, False, 784, 512, 8),
+              (False, True, 128, 512, 10), (True, True, 96, 200, 300)]
+    operands = []
+    for ta, tb, M, N, K in shapes:
+        A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+        B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+        operands.append((ta, tb, A, B, M, N))
+
+    def products():
+        out = []
+        for ta, tb, A, B, M, N in operands:
+            C = np.full((M, N), np.nan, np.float32)
+            core._test_sgemm(ta, tb, 1.0, A, B, 0.0, C, CORE)
+            out.append(C)
+        return out
+
+    try:
+        core.set_num_threads(1)
+        alone = products()
+        core.set_num_threads(2)
+        with pytest.raises(ValueError, match="2 or more threads"):
+            core.set_num_threads(1)
+            core._test_pool_straggler(1.0)
+        core.set_num_threads(2)
+        time.sleep(0.05)  # a worker started after a job is published joins the next one
+        # five stragglers within a second: a backoff of 5 * 2^4 = 80 ms
+        for _ in range(5):
+            on_worker, backoff, threads, threads_balanced = core._test_pool_straggler(30.0)
+            if not on_worker:
+                pytest.skip("no worker took the chunk within 2 s (the CPUs are busy)")
+            assert backoff, "a 30 ms straggler did not start a backoff"
+            assert threads == 1, "a job of fixed chunks ran on two threads during the backoff"
+            assert threads_balanced == 1, "a balanced job ran on two threads during the backoff"
+        backed_off = products()
+        assert core.contention_backoff(), "the products took longer than the 80 ms backoff"
+        for (ta, tb, A, B, M, N), got, ref in zip(operands, backed_off, alone):
+            np.testing.assert_array_equal(got, ref, err_msg=str((ta, tb, M, N)))
+            exact = (A.T if ta else A).astype(np.float64) @ (B.T if tb else B).astype(np.float64)
+            np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-3)
+    finally:
+        core.set_num_threads(n0)
 
 def test_chunked_split_is_exact_and_runs_each_chunk_once():
     """Products split over the pool in chunks claimed by whichever thread is
