@@ -383,6 +383,59 @@ def test_blocked_walk_same_bits_as_panel_walk():
         core.set_num_threads(n0)
 
 
+def test_write_bound_row_split_same_bits_at_any_thread_count():
+    """Products with K <= 32 large enough for the pool (cpp/core/gemm_isa.inc,
+    drive: the write-bound row split at the 4- and 8-wide levels, the column
+    split at AVX-512) are split over the threads by blocks of whole rows,
+    each thread packing all of op(B) once per product. Each element must be
+    the same chain of multiply-adds as on one thread: bit for bit at 1, 2
+    and 3 threads, on B packed on the fly and pre-packed, for all four
+    transposes (A^T @ B takes the small-K path, also checked here), with
+    partial row tiles and panels (61 x 1030, 57 x 700),
+    blocks that the bound on M keeps on the column split at 3 threads
+    (57 rows), beta == 0 over NaN and beta != 0 with padded leading
+    dimensions; both also match float64. Each product gets a new B, so a
+    thread reusing the op(B) it packed for the previous product fails."""
+    rng = np.random.default_rng(41)
+    n0 = core.num_threads()
+    cases = [(80, 512, 10), (96, 512, 10), (61, 1030, 9), (200, 300, 17), (64, 1024, 32),
+             (57, 700, 31)]
+    try:
+        for M, N, K in cases:
+            for ta in (False, True):
+                for tb in (False, True):
+                    for alpha, beta, pad in ((1.0, 0.0, (0, 0, 0)), (0.7, -0.5, (3, 5, 7))):
+                        A = _padded(rng, K if ta else M, M if ta else K, pad[0])
+                        C0 = _padded(rng, M, N, pad[2])
+                        if beta == 0.0:
+                            C0[...] = np.nan
+                        B = _padded(rng, N if tb else K, K if tb else N, pad[1])
+                        outs = []
+                        for t in (1, 2, 3):
+                            core.set_num_threads(t)
+                            for impl in (CORE, PACKED):
+                                # A product with another B of the same shape first.
+                                other = _padded(rng, N if tb else K, K if tb else N, pad[1])
+                                C = _padded(rng, M, N, pad[2])
+                                C[...] = C0
+                                core._test_sgemm(ta, tb, alpha, A, other, beta, C, impl)
+                                C[...] = C0
+                                core._test_sgemm(ta, tb, alpha, A, B, beta, C, impl)
+                                outs.append(C)
+                        for i, C in enumerate(outs[1:], 1):
+                            np.testing.assert_array_equal(
+                                C, outs[0], err_msg=str((M, N, K, ta, tb, alpha, i)))
+                        opa = (A.T if ta else A).astype(np.float64)
+                        opb = (B.T if tb else B).astype(np.float64)
+                        ref = alpha * (opa @ opb)
+                        if beta != 0.0:
+                            ref += beta * C0.astype(np.float64)
+                        np.testing.assert_allclose(outs[0], ref, rtol=1e-4,
+                                                   atol=1e-4 * np.sqrt(K))
+    finally:
+        core.set_num_threads(n0)
+
+
 def test_rows_of_a_4kib_apart_same_bits_as_padded():
     """A read in place (not transposed) whose rows are a multiple of 4 KiB
     apart runs micro-tiles of at most as many rows as the L1 data cache has
