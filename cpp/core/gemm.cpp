@@ -205,6 +205,8 @@ struct Vec {
     if (n <= 0) return zero();
     return n >= W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask(n));
   }
+  // The lanes of mask m (from mask()); the others are zero and not read.
+  static V loadm(const float* p, __m256i m) { return _mm256_maskload_ps(p, m); }
   static void storen(float* p, V v, int n) {
     if (n >= W)
       _mm256_storeu_ps(p, v);
@@ -269,6 +271,8 @@ struct Vec {
     if (n <= 0) return zero();
     return n >= W ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p);
   }
+  // The lanes of mask m (from mask()); the others are zero and not read.
+  static V loadm(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
   static void storen(float* p, V v, int n) {
     if (n >= W)
       _mm512_storeu_ps(p, v);

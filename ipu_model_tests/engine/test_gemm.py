@@ -8,6 +8,8 @@ the pre-packed-B entry point, the installed BLAS path, and the thread split
 (the core's pool is used for large products).
 """
 
+import ctypes
+import mmap
 import time
 
 import numpy as np
@@ -295,6 +297,59 @@ def test_small_batch_paths_are_exact():
                     np.testing.assert_array_equal(whole, sliced)
                     _check(rng, ta, False, M, N, K, -0.05, 1.0, CORE)
                     _check(rng, ta, False, M, N, K, 1.0, 0.0, PACKED)
+    finally:
+        core.set_num_threads(n0)
+
+
+def _guarded(rows, cols, ld):
+    """A rows x cols float32 view (leading dimension ld) whose last element is
+    the last float before a page that cannot be read: a kernel that reads
+    past the end of the operand faults instead of reading garbage. Returns
+    the view and the mapping (kept alive by the caller)."""
+    page = mmap.PAGESIZE
+    count = (rows - 1) * ld + cols
+    npages = (4 * count + page - 1) // page + 1
+    m = mmap.mmap(-1, npages * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(base + (npages - 1) * page, page, 0) == 0  # PROT_NONE
+    flat = np.frombuffer(m, np.float32, count=count, offset=(npages - 1) * page - 4 * count)
+    view = np.lib.stride_tricks.as_strided(flat, (rows, cols), (4 * ld, 4))
+    return view, m
+
+
+def test_narrow_b_streamed_in_place_reads_nothing_past_its_end():
+    """A batch-sized product (M up to 16, 84 at AVX-512) streams op(B) in
+    place; a panel narrower than the kernel's (N = 10: MNIST's last layer,
+    or the last panel of a wider N) is read with masked loads at AVX2 and
+    AVX-512 (cpp/core/gemm_isa.inc, ukernel's MASKB) and packed at the
+    baseline. B ends right before an unreadable page, so a load past the
+    end of its last row faults. Each element is the same chain as with B
+    pre-packed (same bits); both match float64."""
+    rng = np.random.default_rng(41)
+    n0 = core.num_threads()
+    try:
+        for t in (1, 2):
+            core.set_num_threads(t)
+            for M in (1, 4, 8, 13, 16, 40, 84):
+                for N in (1, 3, 8, 10, 17, 33, 100):
+                    for K, pad in ((1, 0), (7, 3), (512, 0), (129, 5)):
+                        B, keep = _guarded(K, N, N + pad)
+                        B[...] = rng.standard_normal((K, N)).astype(np.float32)
+                        A = rng.standard_normal((M, K)).astype(np.float32)
+                        C0 = rng.standard_normal((M, N)).astype(np.float32)
+                        outs = []
+                        for impl in (CORE, PACKED):
+                            C = C0.copy()
+                            core._test_sgemm(False, False, 0.7, A, B, 0.5, C, impl)
+                            outs.append(C)
+                        np.testing.assert_array_equal(outs[0], outs[1],
+                                                      err_msg=str((t, M, N, K, pad)))
+                        ref = 0.7 * (A.astype(np.float64) @ B.astype(np.float64)) + 0.5 * C0
+                        np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * K)
+                        del B
+                        keep = None  # noqa: F841
     finally:
         core.set_num_threads(n0)
 
