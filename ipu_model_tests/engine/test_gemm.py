@@ -252,6 +252,19 @@ def test_chunked_split_is_exact_and_runs_each_chunk_once():
         core.set_num_threads(n0)
 
 
+def _same_bits_as_packed(ta, alpha, A, B, beta, C0, msg=""):
+    """C = alpha * op(A) @ B + beta * C0 by the core with B packed on the fly
+    (or streamed) and with B pre-packed: the two must agree bit for bit.
+    Returns the first."""
+    outs = []
+    for impl in (CORE, PACKED):
+        C = C0.copy()
+        core._test_sgemm(ta, False, alpha, A, B, beta, C, impl)
+        outs.append(C)
+    np.testing.assert_array_equal(outs[0], outs[1], err_msg=msg)
+    return outs[0]
+
+
 def test_small_batch_paths_are_exact():
     """The paths for batch-sized products give the same bits as the general
     one (cpp/core/gemm_isa.inc, run_block): op(B) streamed in place for a few
@@ -274,12 +287,7 @@ def test_small_batch_paths_are_exact():
                         A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
                         B = rng.standard_normal((K, N)).astype(np.float32)
                         C0 = rng.standard_normal((M, N)).astype(np.float32)
-                        outs = []
-                        for impl in (CORE, PACKED):
-                            C = C0.copy()
-                            core._test_sgemm(ta, False, 0.7, A, B, 0.5, C, impl)
-                            outs.append(C)
-                        np.testing.assert_array_equal(outs[0], outs[1])
+                        _same_bits_as_packed(ta, 0.7, A, B, 0.5, C0)
                         _check(rng, ta, False, M, N, K, 0.7, 0.5, CORE)
             # small K: whole product against 16-column slices
             for ta in (False, True):
@@ -339,15 +347,9 @@ def test_narrow_b_streamed_in_place_reads_nothing_past_its_end():
                         B[...] = rng.standard_normal((K, N)).astype(np.float32)
                         A = rng.standard_normal((M, K)).astype(np.float32)
                         C0 = rng.standard_normal((M, N)).astype(np.float32)
-                        outs = []
-                        for impl in (CORE, PACKED):
-                            C = C0.copy()
-                            core._test_sgemm(False, False, 0.7, A, B, 0.5, C, impl)
-                            outs.append(C)
-                        np.testing.assert_array_equal(outs[0], outs[1],
-                                                      err_msg=str((t, M, N, K, pad)))
+                        C = _same_bits_as_packed(False, 0.7, A, B, 0.5, C0, str((t, M, N, K, pad)))
                         ref = 0.7 * (A.astype(np.float64) @ B.astype(np.float64)) + 0.5 * C0
-                        np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * K)
+                        np.testing.assert_allclose(C, ref, rtol=1e-4, atol=1e-4 * K)
                         del B
                         keep = None  # noqa: F841
     finally:
@@ -385,12 +387,7 @@ def test_small_k_path_same_bits_as_packed_path():
                     C0 = _padded(rng, M, N, pad[2])
                     if beta == 0.0:
                         C0[...] = np.nan
-                    outs = []
-                    for impl in (CORE, PACKED):
-                        C = C0.copy()
-                        core._test_sgemm(True, False, alpha, A, B, beta, C, impl)
-                        outs.append(C)
-                    np.testing.assert_array_equal(outs[0], outs[1], err_msg=str((t, M, N, K)))
+                    _same_bits_as_packed(True, alpha, A, B, beta, C0, str((t, M, N, K)))
                     _check(rng, True, False, M, N, K, alpha, beta, CORE, pad)
     finally:
         core.set_num_threads(n0)
