@@ -156,6 +156,10 @@ struct Vec {
     for (int i = 0; i < n; ++i) v[i] = p[i];
     return v;
   }
+  // The masked-load interface of the wider levels (a lane count for a mask;
+  // scalar, so run_block packs narrow panels here instead: kMaskedB).
+  static int mask(int n) { return n; }
+  static V loadm(const float* p, int n) { return loadn(p, n); }
   static void storen(float* p, V v, int n) {
     if (n >= W) {
       std::memcpy(p, &v, sizeof(V));
