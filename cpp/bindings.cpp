@@ -580,13 +580,16 @@ PYBIND11_MODULE(_core, m) {
         "Whether the core's jobs run on the calling thread alone for now: a recent job's "
         "caller waited long for a preempted worker (other processes keep the CPUs busy).");
   // Test hook for the contention backoff: one job of two chunks whose second
-  // chunk, run by a worker, sleeps `sleep_ms` (a worker preempted mid-chunk),
-  // then a job of two chunks and a balanced job of two units. Returns
-  // (whether a worker ran the sleeping chunk, contention_backoff() after the
-  // first job, how many threads ran the second job, how many the third).
-  m.def("_test_pool_straggler", [](double sleep_ms) {
+  // chunk, run by a worker, sleeps `sleep_ms` (a worker preempted mid-chunk)
+  // while the caller's first chunk spins `caller_ms`, then a job of two
+  // chunks and a balanced job of two units. Returns (whether a worker ran
+  // the sleeping chunk, contention_backoff() after the first job, how many
+  // threads ran the second job, how many the third, the caller's and the
+  // worker's chunk of the first job in milliseconds as they took).
+  m.def("_test_pool_straggler", [](double sleep_ms, double caller_ms) {
     if (num_threads() < 2) throw Error("_test_pool_straggler: needs 2 or more threads");
     std::atomic<bool> started{false}, on_worker{false};
+    std::atomic<double> caller_took{0.0}, worker_took{0.0};
     bool backoff = false;
     std::set<std::thread::id> ran, ran_balanced;
     {
@@ -604,12 +607,21 @@ PYBIND11_MODULE(_core, m) {
           const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
           while (!started.load() && std::chrono::steady_clock::now() < until)
             std::this_thread::yield();
+          const auto t0 = std::chrono::steady_clock::now();
+          while (std::chrono::steady_clock::now() - t0 <
+                 std::chrono::duration<double, std::milli>(caller_ms)) {
+          }
+          caller_took.store(std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - t0).count());
           return;
         }
         started.store(true);
         if (std::this_thread::get_id() != caller) {
           on_worker.store(true);
+          const auto t0 = std::chrono::steady_clock::now();
           std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
+          worker_took.store(std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - t0).count());
         }
       });
       backoff = contention_backoff();
@@ -628,8 +640,9 @@ PYBIND11_MODULE(_core, m) {
       parallel_for_chunks(2, 2, [&](int64_t, int64_t) { work(ran); });
       parallel_for_balanced(2, 1, [&](int64_t, int64_t) { work(ran_balanced); });
     }
-    return py::make_tuple(on_worker.load(), backoff, (int)ran.size(), (int)ran_balanced.size());
-  });
+    return py::make_tuple(on_worker.load(), backoff, (int)ran.size(), (int)ran_balanced.size(),
+                          caller_took.load(), worker_took.load());
+  }, py::arg("sleep_ms"), py::arg("caller_ms") = 0.0);
   // Test/benchmark hook for the float32 GEMM: C = alpha * op(A) @ op(B) +
   // beta * C on numpy float32 matrices whose rows may be padded (strided
   // views), in place on C. impl: 0 auto, 1 core kernel, 2 installed BLAS,

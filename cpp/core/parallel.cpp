@@ -41,15 +41,26 @@ constexpr auto kWaitSpinTime = std::chrono::microseconds(30);
 // chunk for a whole time slice (milliseconds), and the caller, done with
 // its own share, waits for it: split over two threads, a job then takes
 // longer than on one. A job whose caller waited more than kStragglerWait,
-// and more than half as long as it worked itself, marks the CPUs contended:
-// jobs run on the caller alone (the same chunks, in order, so the results
-// are the same) for kBackoffMin, doubled for each such job within
-// kBackoffMemory of the previous one, up to kBackoffMax; then they are split
-// again. With one busy-looping process beside it on 2 vCPUs (Zen 4, AVX2,
-// bench/README.md, "2026-11-28, eleventh session"): the MNIST step at batch
-// 8 1.45-1.50x faster, the small transformer step 1.33x, batch 128 and the
-// larger transformer level; on a quiet machine level (a job waited that long
-// once or twice in 300 steps).
+// and so long that the caller alone would have finished it sooner (its own
+// units took `work`; all of them at that rate take work * total / mine),
+// marks the CPUs contended: jobs run on the caller alone (the same chunks,
+// in order, so the results are the same) for kBackoffMin, doubled for each
+// such job within kBackoffMemory of the previous one, up to kBackoffMax;
+// then they are split again. With one busy-looping process beside it on 2
+// vCPUs (Zen 4, AVX2, bench/README.md, "2026-11-28, eleventh session"): the
+// MNIST step at batch 8 1.45-1.50x faster, the small transformer step
+// 1.33x, batch 128 and the larger transformer level; on a quiet machine
+// level (a job waited that long once or twice in 300 steps). Until the
+// fifteenth session the bound was a wait of half the caller's work: on a
+// busy host, whose load the guest does not see, a worker's vCPU often ran
+// at a half to two thirds of the caller's speed, two-chunk jobs (the pack
+// of a transposed A) waited that long, and the backoff put every job on the
+// caller alone, slower than the two threads still were. Calls alternating
+// with that bound in one process, AVX2, 1024^3 A^T on two threads: 1.07,
+// 1.10 and 1.15x in three runs (34-42 backoffs per run with the old bound,
+// none with this one); with a busy-looping process beside it, the MNIST
+// step level with the old bound and 1.40x faster than with no backoff at
+// batch 8 (bench/README.md, "2026-11-28, fifteenth session").
 constexpr auto kStragglerWait = std::chrono::microseconds(250);
 constexpr auto kBackoffMin = std::chrono::milliseconds(5);
 constexpr auto kBackoffMax = std::chrono::milliseconds(160);
@@ -104,11 +115,12 @@ class Pool {
     publish(pack(g, (uint64_t)chunks, 1));
     run_chunk(0, chunks);
     count_done(1);
-    for (int64_t c; (c = claim(g)) >= 0;) {
+    int64_t mine = 1;
+    for (int64_t c; (c = claim(g)) >= 0; ++mine) {
       run_chunk(c, chunks);
       count_done(1);
     }
-    finish_job(chunks);
+    finish_job(chunks, mine);
   }
 
   // Balanced job: [0, n) cut into one home range per thread (thread t's:
@@ -134,8 +146,7 @@ class Pool {
       ranges_[h].w.store(range_word(g, n * h / homes, n * (h + 1) / homes),
                          std::memory_order_relaxed);
     publish(pack(g, 0, 0));  // no fixed chunks
-    run_pieces(g, 0, homes, grain);
-    finish_job(n);
+    finish_job(n, run_pieces(g, 0, homes, grain));
   }
 
  private:
@@ -161,9 +172,9 @@ class Pool {
   }
 
   // Waits until done_ reaches `total` (chunks of a fixed job, units of a
-  // balanced one), polling briefly and then sleeping, and rethrows the
-  // job's first exception.
-  void finish_job(int64_t total) {
+  // balanced one; the caller ran `mine` of them), polling briefly and then
+  // sleeping, and rethrows the job's first exception.
+  void finish_job(int64_t total, int64_t mine) {
     const auto t0 = Clock::now();
     for (int64_t w = 0; done_.load(std::memory_order_acquire) < total; ++w) {
       if ((w & 63) == 63 && Clock::now() - t0 > kWaitSpinTime) {
@@ -178,18 +189,20 @@ class Pool {
       }
       cpu_relax();
     }
-    note_wait(t0);
+    note_wait(t0, mine, total);
     running_.store(false);
     if (error_) std::rethrow_exception(error_);
   }
 
-  // The caller worked on the job from job_start_ to `waited_from` and then
-  // waited for the other threads until now: starts or extends a contention
-  // backoff (kStragglerWait) if it waited that long.
-  void note_wait(Clock::time_point waited_from) {
+  // The caller worked on `mine` of the job's `total` units from job_start_
+  // to `waited_from` and then waited for the other threads until now:
+  // starts or extends a contention backoff (kStragglerWait) if it waited
+  // that long and the job took longer than the caller alone would have.
+  void note_wait(Clock::time_point waited_from, int64_t mine, int64_t total) {
     const auto now = Clock::now();
     const auto wait = now - waited_from, work = waited_from - job_start_;
-    if (wait <= kStragglerWait || wait <= work / 2) return;
+    if (wait <= kStragglerWait || mine <= 0) return;
+    if (work + wait <= work * total / mine) return;
     backoff_level_ = now - last_contended_ < kBackoffMemory ? std::min(backoff_level_ + 1, 16) : 0;
     last_contended_ = now;
     const Clock::duration period =
@@ -245,9 +258,9 @@ class Pool {
   }
 
   // Thread `me`'s part of balanced job g: its own range from the front,
-  // then the others' from their backs.
-  void run_pieces(uint64_t g, int64_t me, int64_t homes, int64_t grain) {
-    int64_t b, e;
+  // then the others' from their backs. Returns the units it ran.
+  int64_t run_pieces(uint64_t g, int64_t me, int64_t homes, int64_t grain) {
+    int64_t b, e, ran = 0;
     auto piece = [&] {
       try {
         (*fn_.load(std::memory_order_relaxed))(b, e);
@@ -256,6 +269,7 @@ class Pool {
         if (!error_) error_ = std::current_exception();
       }
       count_done(e - b);
+      ran += e - b;
     };
     if (me < homes)
       while (take(me, g, grain, true, b, e)) piece();
@@ -264,6 +278,7 @@ class Pool {
       if (h != me)
         while (take(h, g, grain, false, b, e)) piece();
     }
+    return ran;
   }
 
   // state_: generation (40 bits) | chunk count (12 bits) | next chunk (12 bits).

@@ -195,7 +195,7 @@ def test_contention_backoff_runs_jobs_inline_with_the_same_results():
         time.sleep(0.05)  # a worker started after a job is published joins the next one
         # five stragglers within a second: a backoff of 5 * 2^4 = 80 ms
         for _ in range(5):
-            on_worker, backoff, threads, threads_balanced = core._test_pool_straggler(30.0)
+            on_worker, backoff, threads, threads_balanced, _, _ = core._test_pool_straggler(30.0)
             if not on_worker:
                 pytest.skip("no worker took the chunk within 2 s (the CPUs are busy)")
             assert backoff, "a 30 ms straggler did not start a backoff"
@@ -208,6 +208,30 @@ def test_contention_backoff_runs_jobs_inline_with_the_same_results():
             np.testing.assert_array_equal(got, ref, err_msg=str((ta, tb, M, N)))
             exact = (A.T if ta else A).astype(np.float64) @ (B.T if tb else B).astype(np.float64)
             np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-3)
+    finally:
+        core.set_num_threads(n0)
+
+
+def test_no_backoff_for_a_slower_worker_still_worth_waiting_for():
+    """A worker that takes longer than the caller, but less than twice as
+    long (a vCPU the host runs at part speed), is still worth waiting for:
+    on the caller alone a two-chunk job would take longer, so the pool does
+    not back off (cpp/core/parallel.cpp, kStragglerWait). Here the caller's
+    chunk spins 40 ms and the worker's sleeps 70 ms: the caller waits about
+    30 ms, more than half its own work (the bound before the fifteenth
+    session, which backed off), less than all of it."""
+    n0 = core.num_threads()
+    try:
+        core.set_num_threads(2)
+        time.sleep(0.05)
+        for _ in range(3):
+            on_worker, backoff, _, _, caller_ms, worker_ms = core._test_pool_straggler(70.0, 40.0)
+            if not on_worker or worker_ms >= 1.85 * caller_ms:
+                continue  # no worker, or its sleep overran: the host is busy
+            assert not backoff, (f"backed off although the worker's chunk took {worker_ms:.1f} ms "
+                                 f"against the caller's {caller_ms:.1f}")
+            return
+        pytest.skip("no run with the worker under 1.85x the caller's time (the CPUs are busy)")
     finally:
         core.set_num_threads(n0)
 
