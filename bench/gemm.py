@@ -11,9 +11,9 @@ Peers, all in this process on the same float32 data, whose arrays start on
 allocates them; a large array then starts 16 bytes past a page, and the
 products that mostly write C, K of 8 or 10, lose a third of their speed):
 
-  ipuxl      what ipuxl runs for the shape: the faster of the two below,
-             measured once per shape and cached (_core.sgemm_plan; the
-             "plan" column says which), through the test hook
+  ipuxl      what ipuxl runs for the shape: the core or OpenBLAS, by the
+             fixed rule of the level and shape (_core.sgemm_plan,
+             cpp/core/blas.cpp; the "plan" column says which), through the test hook
              _core._test_sgemm, repeated inside C++ (no interpreter
              overhead per call)
   core       ipuxl's packed SIMD GEMM (cpp/core/gemm.cpp) at the

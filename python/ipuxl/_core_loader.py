@@ -8,10 +8,12 @@ has, or ``IPUXL_ISA`` (``sse``, ``avx2``, ``avx512`` on x86-64); an unknown
 level or one the CPU lacks raises ValueError naming the setting.
 
 float32 GEMMs run on the core's packed kernels or on the ``scipy-openblas32``
-wheel's ``cblas_sgemm``, whichever is faster for each shape (timed once per
-shape when a Session compiles). The library is found with ctypes and its
-address handed to the core, so the extension has no link-time dependency;
-``IPUXL_NO_BLAS=1`` leaves it unloaded (the core's kernels only).
+wheel's ``cblas_sgemm``, by a fixed rule of the instruction-set level and
+the shape (``_core.sgemm_plan``; cpp/core/blas.cpp), never a timing, so
+results do not change from run to run. The library is found with ctypes and
+its address handed to the core, so the extension has no link-time
+dependency; ``IPUXL_NO_BLAS=1`` leaves it unloaded (the core's kernels
+only).
 """
 import ctypes
 import importlib.machinery
