@@ -13,9 +13,9 @@ products that mostly write C, K of 8 or 10, lose a third of their speed):
 
   ipuxl      what ipuxl runs for the shape: the core or OpenBLAS, by the
              fixed rule of the level and shape (_core.sgemm_plan,
-             cpp/core/blas.cpp; the "plan" column says which), through the test hook
-             _core._test_sgemm, repeated inside C++ (no interpreter
-             overhead per call)
+             cpp/core/blas.cpp; the "plan" column says which), through
+             the test hook _core._test_sgemm, repeated inside C++ (no
+             interpreter overhead per call)
   core       ipuxl's packed SIMD GEMM (cpp/core/gemm.cpp) at the
              instruction-set level in use
   core+pack  the same kernel with op(B) packed once beforehand
