@@ -1,9 +1,27 @@
-"""The profile's HTML page in a real headless browser (Debian's chromium):
-a screenshot must show the matplotlib plots. .ci/run installs chromium;
-elsewhere the test skips and says why."""
+"""The profile viewer's page (python/ipuxl/profile/page.py) for one
+profile and for a comparison: its data blob, and the page in a real
+headless browser (Debian's chromium, driven over the DevTools protocol
+with websocket-client): every view present and populated, a click on a
+tile lists its tensors, a call expands into its Function in the liveness
+view and the program tree; screenshots of each view are written under
+pytest's tmp_path. It also measures how fast the MNIST training
+session's page and a 10,000-op program's page open::
+
+    pytest ipu_model_tests/profile/test_profile_html_browser.py -k open_time -s
+
+.ci/run installs chromium; without it (or websocket-client) the browser
+tests skip and say why.
+"""
+import base64
+import json
 import os
+import re
 import shutil
 import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -12,11 +30,17 @@ import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import profile as prof
 
-mpl = pytest.importorskip("matplotlib", reason="the HTML plots need matplotlib "
-                          "(pip install 'ipuxl[profile]')")
+pytest.importorskip("plotly", reason="the profile viewer needs plotly "
+                    "(pip install 'ipuxl[profile]')")
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
 
-def _browser():
+# ---- a small DevTools client
+
+
+def browser_path():
+    """Debian's chromium (or another Chromium-based browser), or None."""
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
         if path:
@@ -24,16 +48,161 @@ def _browser():
     return None
 
 
-def _ir(outlined):
+class Chromium:
+    """One headless Chromium with one page, driven over DevTools."""
+
+    def __init__(self, user_dir: str, width: int = 1400, height: int = 1000,
+                 timeout: float = 60.0):
+        import websocket  # websocket-client
+
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [browser_path(), "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-port=0",
+             f"--user-data-dir={user_dir}", f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        port = self._port(user_dir)
+        pages = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list",
+                                                 timeout=timeout))
+        page = next(p for p in pages if p["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=timeout,
+                                              suppress_origin=True)
+        self._id = 0
+        self.events = []
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
+
+    def _port(self, user_dir: str) -> int:
+        # Chromium writes the port it chose to DevToolsActivePort.
+        path = os.path.join(user_dir, "DevToolsActivePort")
+        end = time.time() + self.timeout
+        while time.time() < end:
+            if os.path.exists(path):
+                text = open(path).read().split()
+                if text:
+                    return int(text[0])
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chromium exited: {self.proc.stderr.read()[-2000:]}")
+            time.sleep(0.05)
+        raise RuntimeError("chromium did not open its DevTools port")
+
+    def send(self, method: str, **params):
+        self._id += 1
+        mid = self._id
+        self.ws.send(json.dumps({"id": mid, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == mid:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_event(self, method: str):
+        for i, e in enumerate(self.events):
+            if e.get("method") == method:
+                return self.events.pop(i)
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("method") == method:
+                return msg
+            self.events.append(msg)
+
+    def open(self, url: str, ready: str = "window.ipuxlReady === true") -> float:
+        """Navigates to ``url`` and waits until ``ready`` is true; returns
+        the wall-clock seconds that took."""
+        t0 = time.perf_counter()
+        self.events.clear()
+        self.send("Page.navigate", url=url)
+        self.wait_event("Page.loadEventFired")
+        self.wait_for(ready)
+        return time.perf_counter() - t0
+
+    def eval(self, expr: str):
+        """The value of JavaScript ``expr`` (JSON-able); a thrown error raises."""
+        r = self.send("Runtime.evaluate", expression=expr, returnByValue=True,
+                      awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr[:200]}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait_for(self, expr: str, timeout: float = None):
+        end = time.time() + (timeout or self.timeout)
+        while time.time() < end:
+            if self.eval(f"!!({expr})"):
+                return
+            time.sleep(0.05)
+        errors = [e for e in self.events if e.get("method") in ("Runtime.exceptionThrown",
+                                                                  "Runtime.consoleAPICalled")]
+        raise TimeoutError(f"not true in time: {expr}; page said {str(errors)[-2000:]}")
+
+    def click_at(self, x: float, y: float):
+        """A real mouse click (move, press, release) at page point (x, y)."""
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                      clickCount=1 if kind != "mouseMoved" else 0)
+
+    def screenshot(self, path: str, full_page: bool = True):
+        params = {"format": "png"}
+        if full_page:
+            m = self.send("Page.getLayoutMetrics")["cssContentSize"]
+            params["clip"] = {"x": 0, "y": 0, "width": m["width"], "height": m["height"],
+                              "scale": 1}
+            params["captureBeyondViewport"] = True
+        data = self.send("Page.captureScreenshot", **params)["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+        return path
+
+    def page_errors(self):
+        """Exceptions the page threw so far."""
+        return [e for e in self.events if e.get("method") == "Runtime.exceptionThrown"]
+
+    def close(self):
+        try:
+            self.ws.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _skip_reason():
+    if browser_path() is None:
+        return ("no headless browser: install Debian's chromium (apt-get install -y chromium; "
+                ".ci/run does) to check the page in a browser")
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        return "the browser tests drive chromium with websocket-client (pip install 'ipuxl[test]')"
+    return None
+
+
+needs_browser = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Chromium(tempfile.mkdtemp(prefix="ipuxl-chromium-"), width=1400, height=1000)
+    yield b
+    b.close()
+
+
+# ---- programs
+def _ir(outlined, width=256):
     ir = popxl.Ir()
     with ir.main_graph:
-        xs = popxl.h2d_stream((16, 256), popxl.float32, name="x")
+        xs = popxl.h2d_stream((16, width), popxl.float32, name="x")
         x = ops.host_load(xs)
         layer = lambda a, w: ops.gelu(a @ w)  # noqa: E731
-        ws = [popxl.variable(np.ones((256, 256), np.float32), name=f"w{i}") for i in range(3)]
+        ws = [popxl.variable(np.ones((width, width), np.float32), name=f"w{i}") for i in range(3)]
         if outlined:
-            g = ir.create_graph(layer, popxl.TensorSpec((16, 256), popxl.float32),
-                                popxl.TensorSpec((256, 256), popxl.float32))
+            g = ir.create_graph(layer, popxl.TensorSpec((16, width), popxl.float32),
+                                popxl.TensorSpec((width, width), popxl.float32))
             for w in ws:
                 (x,) = ops.call(g, x, w)
         else:
@@ -44,45 +213,266 @@ def _ir(outlined):
     return ir
 
 
-def _has_color(img, rgb, tol=10, min_pixels=200):
-    diff = np.abs(img[..., :3].astype(np.int32) - np.array(rgb)).max(axis=-1)
-    return int((diff <= tol).sum()) >= min_pixels
+def _many_ops_ir(n_ops):
+    """A program of ``n_ops`` ops in 100 name scopes, calling a Function
+    every 50 ops."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((16, 64), popxl.float32, name="x")
+        x = ops.host_load(xs)
+        g = ir.create_graph(lambda a: ops.gelu(a * 0.5 + 1.0),
+                            popxl.TensorSpec((16, 64), popxl.float32))
+        k = 0
+        while k < n_ops:
+            with popxl.name_scope(f"block{k // 100}"):
+                if k % 50 == 0:
+                    (x,) = ops.call(g, x)
+                    k += 1
+                elif k % 2:
+                    x = ops.relu(x * 1.001)
+                    k += 2
+                else:
+                    x = ops.tanh(x)
+                    k += 1
+        ys = popxl.d2h_stream(x.shape, x.dtype, name="y")
+        ops.host_store(ys, x)
+    return ir
 
 
+SMALL = prof.IpuModel(tiles_per_ipu=32)
+
+
+def _blob(path):
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="ipuxl-data">(.*?)</script>', text, re.S)
+    assert m, "no data blob in the page"
+    return text, json.loads(m.group(1))
+
+
+# ---- the page without a browser
 def test_page_is_self_contained(tmp_path):
-    p = prof.profile_ir(_ir(True), name="outlined")
+    p = prof.profile_ir(_ir(True), SMALL, name="outlined")
     path = p.html(str(tmp_path / "profile.html"))
-    text = open(path).read()
-    assert text.count('<img class="plot"') == 5
-    assert "data:image/png;base64," in text and "http" not in text.split("<body>")[1]
-    for title in ("Memory per tile", "Memory by category", "Program size by Function",
-                  "Liveness over program steps", "Cycles by op"):
-        assert title in text
+    text, data = _blob(path)
+    # plotly.js once, inline; nothing loaded from elsewhere.
+    assert text.count('id="plotly-src"') == 1 and "<script src=" not in text
+    # Outside plotly.js's own text (which names its web site), no URL is loaded.
+    own = re.sub(r'<script type="text/plain" id="plotly-src">.*?</script>', "", text, flags=re.S)
+    assert not re.search(r'(src|href)="(https?:)?//', own)
+    assert os.path.getsize(path) < 10 * 2**20
+    assert data["mode"] == "single" and len(data["profiles"]) == 1
+    d = data["profiles"][0]
+    assert d["format"] == "ipuxl-profile-1" and d["label"] == "outlined"
+    # The viewer's columns: the calls' callees and every Function's steps.
+    (fn,) = [g["name"] for g in d["graphs"] if g["function"]]
+    calls = [i for i, t in enumerate(d["ops"]["type"]) if t == "Call"]
+    assert len(calls) == 3 and all(d["ops"]["callees"][i] == [fn] for i in calls)
+    assert d["function_steps"][fn]["label"] == ["matmul", "gelu"]
+    assert {"top_tiles", "histogram", "suggestions", "by_scope"} <= set(d["insights"])
+    assert sum(d["insights"]["histogram"]["counts"]) == p.num_tiles
 
 
-@pytest.mark.skipif(_browser() is None,
-                    reason="no headless browser: install Debian's chromium (apt-get install -y "
-                           "chromium; .ci/run does) to check the page in a browser")
-def test_plots_render_in_headless_chromium(tmp_path):
-    a = prof.profile_ir(_ir(False), name="inlined")
-    b = prof.profile_ir(_ir(True), name="outlined")
+def test_comparison_labels_are_distinct(tmp_path):
+    a = prof.profile_ir(_ir(False), SMALL, name="prog.py session 1")
+    b = prof.profile_ir(_ir(True), SMALL, name="prog.py session 1")
+    _, data = _blob(prof.write_html([a, b], str(tmp_path / "c.html")))
+    labels = [d["label"] for d in data["profiles"]]
+    assert data["mode"] == "compare" and len(set(labels)) == 2
+
+
+def test_the_viewer_ships_in_the_wheel():
+    # scikit-build-core copies every file of python/ipuxl that git does not ignore.
+    from ipuxl.profile import page
+
+    files = ("viewer.js", "views.js", "program.js", "compare.js", "viewer.css")
+    for f in files:
+        assert os.path.isfile(os.path.join(page._ASSETS, f)), f
+    root = os.path.join(os.path.dirname(page._ASSETS), "..", "..", "..")
+    if shutil.which("git") and os.path.isdir(os.path.join(root, ".git")) or \
+            os.path.isfile(os.path.join(root, ".git")):
+        r = subprocess.run(["git", "check-ignore"] + [os.path.join(page._ASSETS, f) for f in files],
+                           cwd=root, capture_output=True, text=True)
+        assert r.stdout == "", f"git ignores viewer files, so the wheel would lack them: {r.stdout}"
+
+
+# ---- the page in headless Chromium
+VIEWS = ("summary", "memory", "categories", "liveness", "tree", "operations", "trace")
+
+
+def _show(b, view):
+    b.eval(f"document.querySelector('nav button[data-view={view}]').click()")
+    b.wait_for(f"document.body.dataset.view === '{view}' && window.ipuxlCharts === true")
+
+
+def _rows(b, table_id):
+    return b.eval(f"Array.from(document.querySelectorAll('#{table_id} tr')).slice(1)"
+                  ".map(tr => Array.from(tr.cells).map(c => c.textContent))")
+
+
+def _plot_points(b, div_id):
+    return b.eval(f"(document.getElementById('{div_id}').data || [])"
+                  ".reduce((n, t) => n + ((t.x || t.y || []).length), 0)")
+
+
+@needs_browser
+def test_every_view_is_populated(browser, tmp_path):
+    p = prof.profile_ir(_ir(True), SMALL, name="outlined")
+    page = p.html(str(tmp_path / "profile.html"))
+    browser.open("file://" + page)
+    for view in VIEWS:
+        _show(browser, view)
+        browser.screenshot(str(tmp_path / f"view_{view}.png"))
+        # Table rows, tree leaves, and charts with data.
+        n = browser.eval(f"document.querySelectorAll('#view-{view} tr, #view-{view} .leaf').length"
+                         f" + Array.from(document.querySelectorAll('#view-{view} .js-plotly-plot'))"
+                         ".filter(d => d.data && d.data.some(t => (t.x || []).length)).length")
+        assert n > 0, f"{view}: nothing drawn"
+    assert browser.page_errors() == []
+    _show(browser, "summary")
+    assert len(_rows(browser, "top-tiles")) == 10
+    assert browser.eval("document.querySelectorAll('#view-summary svg rect.hbar').length") > 0
+    _show(browser, "memory")
+    # one stacked bar per tile for each category with bytes
+    cats = [c for c in p.categories if p.per_tile[c].any()]
+    assert _plot_points(browser, "plot-tiles") == len(cats) * p.num_tiles
+    _show(browser, "liveness")
+    assert len(_rows(browser, "liveness-steps")) == len(p.steps["kind"])
+    assert _plot_points(browser, "plot-liveness") == 2 * len(p.steps["kind"])
+    _show(browser, "operations")
+    assert len(_rows(browser, "ops-table")) == len(p.ops["name"])
+    labels = {r[0] for r in _rows(browser, "ops-table")}
+    assert {r["label"] for r in p.op_table()} == labels
+    _show(browser, "trace")
+    assert _plot_points(browser, "plot-trace") >= len(p.steps["kind"])
+    for view in VIEWS:
+        assert os.path.getsize(tmp_path / f"view_{view}.png") > 10000
+
+
+@needs_browser
+def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
+    # 20 KB tiles: some tiles are over, and coloured.
+    model = prof.IpuModel(tiles_per_ipu=32, memory_per_tile=40000)
+    p = prof.profile_ir(_ir(True), model, name="tight")
+    assert 0 < p.overflow_tiles.size < p.num_tiles
+    browser.open("file://" + p.html(str(tmp_path / "profile.html")))
+    _show(browser, "memory")
+    over = browser.eval("document.getElementById('plot-tiles').data"
+                        ".find(t => t.name.startsWith('over')).x")
+    assert over == p.overflow_tiles.tolist()
+    target = int(p.overflow_tiles[0])
+    x, y = browser.eval(f"""(() => {{
+        const d = document.getElementById('plot-tiles'), fl = d._fullLayout;
+        const r = d.getBoundingClientRect();
+        const top = ipuxl.totalPerTile(ipuxl.profile())[{target}] / 1024;
+        return [r.left + fl._size.l + fl.xaxis.l2p({target}),
+                r.top + fl._size.t + fl.yaxis.l2p(top / 2)]; }})()""")
+    browser.click_at(x, y)
+    browser.wait_for(f"document.getElementById('tile-title').textContent.startsWith('Tile {target} ')")
+    browser.screenshot(str(tmp_path / "tile_clicked.png"))
+    listed = [(r[0], int(r[2].replace(",", ""))) for r in _rows(browser, "tile-tensors")]
+    want = [(n, on) for n, on, _, _ in p.tensors_on_tile(target, n=10**6)]
+    assert listed and listed == want
+    assert "OVER" in browser.eval("document.getElementById('tile-title').textContent")
+    assert len(_rows(browser, "tile-vertices")) > 0
+
+
+@needs_browser
+def test_a_call_expands_into_its_function(browser, tmp_path):
+    p = prof.profile_ir(_ir(True), SMALL, name="outlined")
+    (fn,) = [g["name"] for g in p.functions()]
+    inner = p.detail()["function_steps"][fn]["label"]
+    browser.open("file://" + p.html(str(tmp_path / "profile.html")))
+    _show(browser, "liveness")
+    n = len(p.steps["kind"])
+    browser.eval("document.querySelector('#liveness-steps [data-expand]').click()")
+    browser.wait_for(f"document.querySelectorAll('#liveness-steps tr').length === {n + 1 + len(inner)}")
+    got = browser.eval("Array.from(document.querySelectorAll('#liveness-steps tr.inner'))"
+                       ".map(tr => tr.cells[3].textContent)")
+    assert got == inner
+    assert _plot_points(browser, "plot-liveness") == 2 * (n + len(inner))
+    # The step diff of an inner step names the Function.
+    browser.eval("document.querySelector('#liveness-steps tr.inner').click()")
+    assert fn in browser.eval("document.getElementById('step-diff').textContent")
+    browser.screenshot(str(tmp_path / "liveness_expanded.png"))
+    # The program tree: Call -> Function, with the Function's steps.
+    _show(browser, "tree")
+    browser.eval("const d = document.querySelector('#program-tree details[data-kind=Call]');"
+                 "d.open = true; d.dispatchEvent(new Event('toggle'));")
+    sel = json.dumps(f'#program-tree details[data-graph="{fn}"]')
+    browser.wait_for(f"document.querySelector({sel})")
+    leaves = browser.eval(f"Array.from(document.querySelector({sel})"
+                          ".querySelectorAll(':scope > .leaf b')).map(b => b.textContent)")
+    assert leaves == inner
+    browser.screenshot(str(tmp_path / "tree_expanded.png"))
+
+
+@needs_browser
+def test_comparison_view(browser, tmp_path):
+    a = prof.profile_ir(_ir(False), SMALL, name="inlined")
+    b = prof.profile_ir(_ir(True), SMALL, name="outlined")
     page = prof.write_html([a, b], str(tmp_path / "compare.html"))
-    shot = tmp_path / "shot.png"
-    cmd = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--disable-dev-shm-usage", f"--screenshot={shot}", "--window-size=1600,3000",
-           "file://" + os.path.abspath(page)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert shot.exists(), f"chromium wrote no screenshot: {r.stderr[-2000:]}"
-    import matplotlib.image as mpimg
+    browser.open("file://" + page)
+    browser.wait_for("window.ipuxlCharts === true")
+    browser.screenshot(str(tmp_path / "compare.png"))
+    heads = browser.eval("Array.from(document.querySelectorAll('#compare-categories th'))"
+                         ".map(th => th.textContent)")
+    assert "A: inlined" in heads and "B: outlined" in heads and "B − A" in heads
+    rows = {r[0]: r for r in _rows(browser, "compare-categories")}
+    for cat in ("vertexCode", "controlCode", "internalExchangeCode", "code", "total"):
+        want = b.totals[cat] - a.totals[cat]
+        assert int(rows[cat][3].replace(",", "").replace("+", "").replace("\u2212", "-")) == want
+    fns = {r[0]: r for r in _rows(browser, "compare-functions")}
+    (fn,) = [g["name"] for g in b.functions()]
+    assert fn in fns and "main" in fns
+    for div in ("plot-compare-categories", "plot-compare-delta", "plot-compare-functions",
+                "plot-compare-tiles", "plot-compare-liveness"):
+        assert _plot_points(browser, div) > 0, div
+    # The views of either profile, from the selector.
+    browser.eval("const s = document.getElementById('profile-select'); s.value = '1';"
+                 "s.dispatchEvent(new Event('change'));")
+    _show(browser, "summary")
+    assert "outlined" in browser.eval("document.querySelector('header').textContent")
+    assert browser.page_errors() == []
 
-    img = (mpimg.imread(str(shot)) * 255).astype(np.uint8)
-    assert img.shape[0] >= 2000 and img.shape[1] >= 1500
-    # The plots' own colours are on screen: vertex code bars (memory per
-    # tile), Function code bars, liveness area, cycles bars.
-    for name, rgb in (("vertexCode", (0x1f, 0x77, 0xb4)), ("Function code", (0xff, 0x7f, 0x0e)),
-                      ("liveness", (0x94, 0x67, 0xbd)), ("cycles", (0x2c, 0xa0, 0x2c))):
-        assert _has_color(img, rgb), f"{name} plot not visible in the screenshot"
-    # Both columns have plots: each half of the page has coloured pixels.
-    half = img.shape[1] // 2
-    assert _has_color(img[:, :half], (0x1f, 0x77, 0xb4))
-    assert _has_color(img[:, half:], (0x1f, 0x77, 0xb4))
+
+def _training_session_profile():
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import mnist_addons
+    finally:
+        sys.path.remove(EXAMPLES)
+    session = mnist_addons.train_program(32, 0.05, False, "ipu_model")[0]
+    p = session.profile()
+    p.name = "mnist_addons.py training session"
+    return p
+
+
+@needs_browser
+@pytest.mark.parametrize("program", ["mnist_training", "10000_ops"])
+def test_open_time_and_size(browser, tmp_path, program):
+    p = _training_session_profile() if program == "mnist_training" else \
+        prof.profile_ir(_many_ops_ir(10000), name="10,000 ops")
+    if program == "10000_ops":
+        assert len(p.ops["name"]) >= 10000
+    page = p.html(str(tmp_path / f"{program}.html"))
+    size = os.path.getsize(page)
+    times = []
+    for _ in range(3):
+        wall = browser.open("file://" + page)
+        browser.wait_for("window.ipuxlCharts === true", timeout=60)
+        times.append((wall, browser.eval("window.ipuxlReadyMs") / 1e3,
+                      browser.eval("window.ipuxlChartsMs") / 1e3))
+    browser.screenshot(str(tmp_path / f"{program}.png"))
+    # Every view opens on the big page too.
+    switch = []
+    for view in VIEWS:
+        t0 = time.perf_counter()
+        _show(browser, view)
+        switch.append(time.perf_counter() - t0)
+    print(f"\n{program}: {size / 2**20:.2f} MiB, {len(p.ops['name'])} ops; first view drawn "
+          f"after {', '.join(f'{r:.2f}' for _, r, _ in times)} s, charts after "
+          f"{', '.join(f'{c:.2f}' for _, _, c in times)} s (3 opens); views "
+          + ", ".join(f"{v} {s:.2f} s" for v, s in zip(VIEWS, switch)))
+    assert size < 10 * 2**20
+    assert min(r for _, r, _ in times) < 2.0
+    assert browser.page_errors() == []

@@ -5,10 +5,13 @@
 packages are installed), ``sys.argv`` is ``[script.py, args...]``.
 
 ``ipuxl profile [options] script.py [args...]`` runs it the same way and
-writes the IPU model's profile of the last Session it created to
-``profile.json`` and ``profile.html`` (plots; needs matplotlib) in
-``--out``, and prints a short table. ``ipuxl profile --compare a.json
-b.json`` shows two profiles side by side (and writes ``compare.html``).
+writes the IPU model's profile of every Session it creates
+(``profile_N.json`` and the viewer's ``profile_N.html`` when there are
+several; the page needs plotly) and of the main one (``--session N``, by
+default the one that ran most) to ``profile.json`` / ``profile.html`` in
+``--out``, lists the Sessions and prints a short table. ``ipuxl profile
+--compare a.json b.json`` compares two profiles (a table, and
+``compare.html``).
 
 ``ipuxl poprun --num-instances N --num-replicas R [--mpi-args ARGS]
 script.py [args...]`` runs it as N instances (processes) of R/N replicas
@@ -45,40 +48,70 @@ def _run(script: str, args) -> int:
     return 0
 
 
-def _write_html(profiles, path) -> bool:
+def _write_html(profiles, path, **kw) -> bool:
     from .profile import write_html
 
     try:
-        write_html(profiles, path)
+        write_html(profiles, path, **kw)
     except ImportError as e:
         print(f"ipuxl profile: no HTML page: {e}", file=sys.stderr)
         return False
     return True
 
 
+def _compare(ns) -> int:
+    from . import profile as prof
+
+    if len(ns.compare) != 2 or ns.script:
+        print("ipuxl profile --compare takes exactly two profile.json files", file=sys.stderr)
+        return 2
+    try:
+        a, b = (prof.load(p) for p in ns.compare)
+    except (OSError, ValueError) as e:
+        print(f"ipuxl profile: {e}", file=sys.stderr)
+        return 2
+    # Each labelled by its own name (script, arguments, session) and file.
+    labels = [f"{p.name} [{os.path.basename(f)}]" if p.name else os.path.basename(f)
+              for p, f in zip((a, b), ns.compare)]
+    a.name, b.name = labels
+    print(prof.compare(a, b))
+    if not ns.no_html:
+        os.makedirs(ns.out, exist_ok=True)
+        path = os.path.join(ns.out, "compare.html")
+        if _write_html([a, b], path, labels=labels):
+            print(f"wrote {path}")
+    return 0
+
+
+def _session_line(p) -> str:
+    t = p.totals
+    fns = len(p.functions())
+    return (f"{len(p.ops['name']):,} ops, {fns} Function(s), {p.runs} run(s), total "
+            f"{t['total'] / 2**20:,.2f} MiB, code {t['code'] / 2**20:,.2f} MiB, "
+            f"{p.cycles:,} cycles" + ("" if p.fits else
+                                      f", OUT OF MEMORY on {p.overflow_tiles.size} tile(s)"))
+
+
+def _main_session(profiles, wanted) -> int:
+    """Index of the Session for profile.json / profile.html: ``--session
+    N`` (1-based), else the one that ran most (a training script's training
+    Session rather than its test Session), the first of equals."""
+    if wanted is not None:
+        return wanted - 1
+    runs = [p.runs for p in profiles]
+    return runs.index(max(runs))
+
+
 def _profile(ns) -> int:
     from . import profile as prof
 
     if ns.compare:
-        if len(ns.compare) != 2 or ns.script:
-            print("ipuxl profile --compare takes exactly two profile.json files", file=sys.stderr)
-            return 2
-        try:
-            a, b = (prof.load(p) for p in ns.compare)
-        except (OSError, ValueError) as e:
-            print(f"ipuxl profile: {e}", file=sys.stderr)
-            return 2
-        a.name = a.name or os.path.basename(ns.compare[0])
-        b.name = b.name or os.path.basename(ns.compare[1])
-        print(prof.compare(a, b))
-        if not ns.no_html:
-            os.makedirs(ns.out, exist_ok=True)
-            path = os.path.join(ns.out, "compare.html")
-            if _write_html([a, b], path):
-                print(f"wrote {path}")
-        return 0
+        return _compare(ns)
     if not ns.script:
         print("ipuxl profile: give a script to run, or --compare a.json b.json", file=sys.stderr)
+        return 2
+    if ns.session is not None and ns.session < 1:
+        print(f"ipuxl profile: --session counts from 1, got {ns.session}", file=sys.stderr)
         return 2
     model = prof.IpuModel.from_env(prof.IpuModel(
         version=ns.version, tiles_per_ipu=ns.tiles_per_ipu, allow_out_of_memory=True))
@@ -89,54 +122,107 @@ def _profile(ns) -> int:
         code = _run(ns.script, ns.args)
     finally:
         captured, prof._captured, prof._capture_model = prof._captured, None, None
-    if not captured:
+    profiles = [c.finish() for c in captured]
+    if not profiles:
         print(f"ipuxl profile: {ns.script} created no Session: nothing to profile",
               file=sys.stderr)
         return code or 1
+    if ns.session is not None and ns.session > len(profiles):
+        print(f"ipuxl profile: --session {ns.session}, but {ns.script} created "
+              f"{len(profiles)} Session(s)", file=sys.stderr)
+        return 2
+    return _write_sessions(ns, profiles, [c.device for c in captured]) or code
+
+
+def _write_sessions(ns, profiles, devices) -> int:
+    """profile_N.json / .html for each Session (when there are several),
+    profile.json / .html for the main one, and the list on the console."""
     os.makedirs(ns.out, exist_ok=True)
-    for i, p in enumerate(captured):
-        p.name = p.name or f"{os.path.basename(ns.script)} session {i + 1}"
-        if len(captured) > 1:
+    what = " ".join([os.path.basename(ns.script)] + list(ns.args))
+    for i, p in enumerate(profiles):
+        p.name = p.name or (f"{what} · session {i + 1}" if len(profiles) > 1 else what)
+    main = _main_session(profiles, ns.session)
+    several = len(profiles) > 1
+    pages = [f"profile_{i + 1}.html" for i in range(len(profiles))] if several else []
+    print(profiles[main].summary())
+    print(f"ipuxl profile: {len(profiles)} Session(s) of {what}:")
+    for i, p in enumerate(profiles):
+        files = ""
+        if several:
             p.save(os.path.join(ns.out, f"profile_{i + 1}.json"))
-    last = captured[-1]
+            files = f" -> profile_{i + 1}.json"
+            if not ns.no_html:
+                links = [{"label": f"session {k + 1}", "href": h} for k, h in enumerate(pages)
+                         if k != i]
+                if _write_html([p], os.path.join(ns.out, pages[i]), links=links):
+                    files += f", {pages[i]}"
+        mark = "  [main page]" if i == main else ""
+        print(f"  session {i + 1} ({devices[i]}): {_session_line(p)}{files}{mark}")
     path = os.path.join(ns.out, "profile.json")
-    last.save(path)
-    print(last.summary())
-    print(f"wrote {path}")
+    profiles[main].save(path)
+    print(f"wrote {path}" + (f" (session {main + 1}; --session N picks another)"
+                             if several else ""))
     if not ns.no_html:
         html = os.path.join(ns.out, "profile.html")
-        if _write_html([last], html):
+        links = [{"label": f"session {k + 1}", "href": h} for k, h in enumerate(pages)]
+        if _write_html([profiles[main]], html, links=links):
             print(f"wrote {html}")
-    return code
+    return 0
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return version("ipuxl")
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    return "0.1.0 (source checkout)"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ipuxl", description="ipuxl: PopXL on a simulator")
+    parser.add_argument("--version", action="version", version=f"ipuxl {_version()}",
+                        help="print ipuxl's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an unmodified PopXL script on ipuxl")
     run.add_argument("script", nargs="?", help="the PopXL script to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    pr = sub.add_parser("profile", help="profile a PopXL script on the IPU model, or compare "
-                                        "two profiles")
+    pr = sub.add_parser(
+        "profile", help="profile a PopXL script on the IPU model, or compare two profiles",
+        description="Runs SCRIPT with ARGS on ipuxl and writes the IPU model's profile of "
+                    "every Session it creates (profile_N.json / profile_N.html when there "
+                    "are several) and of the main one (profile.json / profile.html), and "
+                    "prints a summary; or compares two profile.json files.")
     pr.add_argument("--compare", nargs=2, metavar=("A_JSON", "B_JSON"),
-                    help="show two profile.json files side by side")
-    pr.add_argument("--out", default=".", help="directory for profile.json / profile.html")
-    pr.add_argument("--version", default="ipu2", choices=("ipu1", "ipu2", "ipu21"),
-                    help="the IPU to model (default ipu2)")
-    pr.add_argument("--tiles-per-ipu", type=int, default=None)
-    pr.add_argument("--no-html", action="store_true", help="write profile.json only")
-    pr.add_argument("script", nargs="?")
-    pr.add_argument("args", nargs=argparse.REMAINDER)
+                    help="compare two profile.json files: a table here and compare.html")
+    pr.add_argument("--out", default=".", help="directory for the json and html files "
+                                                "(default: the current directory)")
+    pr.add_argument("--session", type=int, default=None, metavar="N",
+                    help="the Session (1 = the first the script creates) for profile.json / "
+                         "profile.html (default: the one that ran most)")
+    pr.add_argument("--version", "--ipu-version", dest="version", default="ipu2",
+                    choices=("ipu1", "ipu2", "ipu21"),
+                    help="the IPU to model (default ipu2); `ipuxl --version` prints ipuxl's")
+    pr.add_argument("--tiles-per-ipu", type=int, default=None, metavar="T",
+                    help="model T tiles per IPU instead of the whole chip (1472 on ipu2)")
+    pr.add_argument("--no-html", action="store_true", help="write the json files only")
+    pr.add_argument("script", nargs="?", help="the PopXL script to run and profile")
+    pr.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     pp = sub.add_parser("poprun", help="run a PopXL script as several instances (processes) "
                                        "with mpirun, as poprun")
     pp.add_argument("--num-instances", type=int, required=True, help="processes to start")
     pp.add_argument("--num-replicas", type=int, required=True,
                     help="replicas of all instances together (divisible by --num-instances)")
-    pp.add_argument("--ipus-per-replica", type=int, default=1)
+    pp.add_argument("--ipus-per-replica", type=int, default=1,
+                    help="IPUs each replica uses (default 1)")
     pp.add_argument("--mpi-args", default="", help="extra mpirun arguments, one string")
-    pp.add_argument("--print-command", action="store_true", help="print the mpirun command")
-    pp.add_argument("script", nargs="?")
-    pp.add_argument("args", nargs=argparse.REMAINDER)
+    pp.add_argument("--print-command", action="store_true",
+                    help="a dry run: print the mpirun command and run nothing")
+    pp.add_argument("script", nargs="?", help="the PopXL script each instance runs")
+    pp.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     ns = parser.parse_args(argv)
     if ns.command == "poprun":
         from .popdist.launcher import main as poprun_main

@@ -124,7 +124,12 @@ def main(ns) -> int:
         print(f"ipuxl poprun: {e}", file=sys.stderr)
         return 2
     if ns.print_command:
-        print(" ".join(shlex.quote(c) for c in cmd))
+        # A dry run: the command and the variables it adds to the
+        # environment (mpirun -x passes them on), then nothing runs.
+        added = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())
+                 if os.environ.get(k) != v]
+        print(" ".join(added + [shlex.quote(c) for c in cmd]))
+        return 0
     code = subprocess.call(cmd, env=env)
     if code:
         print(f"ipuxl poprun: mpirun exited with status {code} (an instance failed; its error "

@@ -7,8 +7,11 @@ analytical IPU model (``cpp/model``, described in docs/ipu_model.md).
 * :class:`Profile` holds the report (``summary()``, ``save()``, ``html()``).
 * :func:`compare` / :func:`write_html` put several side by side.
 * ``POPLAR_ENGINE_OPTIONS='{"autoReport.all":"true","autoReport.directory":"DIR"}'``
-  makes every Session write ``DIR/profile.json`` (and ``profile.html`` when
-  matplotlib is installed), as Poplar writes ``profile.pop``.
+  makes every Session write ``DIR/profile.json`` (and the viewer's
+  ``profile.html`` when plotly is installed), as Poplar writes ``profile.pop``.
+
+The JSON's schema, which the viewer's page takes from any producer, is
+docs/profile.md.
 """
 import os
 import sys
@@ -50,20 +53,41 @@ def compare(a: Profile, b: Profile) -> str:
     return compare_text(a, b)
 
 
-def write_html(profiles, path: str, title: Optional[str] = None) -> str:
-    """One self-contained HTML page with the plots of one or more profiles
-    (side by side); needs matplotlib (``pip install ipuxl[profile]``)."""
+def write_html(profiles, path: str, title: Optional[str] = None, labels=None,
+               links=None) -> str:
+    """The viewer: one self-contained HTML page for a profile, or the
+    comparison of several (labelled by ``labels`` or their names; ``links``
+    to other pages, ``{"label", "href"}``); needs plotly
+    (``pip install 'ipuxl[profile]'``)."""
     from .html import write_html as _w
 
-    return _w(list(profiles), path, title=title)
+    return _w(list(profiles), path, title=title, labels=labels, links=links)
 
 
 # ---- Session integration ------------------------------------------------
 
-#: Profiles of the Sessions created while ``ipuxl profile`` runs a script,
-#: and the IpuModel it asked for.
+#: The Sessions created while ``ipuxl profile`` runs a script
+#: (:class:`CapturedSession`), and the IpuModel it asked for.
 _captured = None
 _capture_model: Optional[IpuModel] = None
+
+
+class CapturedSession:
+    """A Session created while ``ipuxl profile`` runs a script: its
+    profile (on the IPU model, whatever device the script chose), its
+    device, and its engine, whose run count is read when the script ends
+    (at creation it has run 0 times)."""
+
+    def __init__(self, profile: Profile, session, device: str):
+        self.profile = profile
+        self.device = device
+        self._engine = session._engine
+
+    def finish(self) -> Profile:
+        """The profile, with the times the script ran the Session's main
+        program (``Profile.runs``)."""
+        self.profile.runs = int(self._engine.runs)
+        return self.profile
 
 
 def autoreport_directory() -> Optional[str]:
@@ -90,13 +114,13 @@ def autoreport_directory() -> Optional[str]:
 
 
 def write_report(profile: Profile, directory: str) -> str:
-    """Writes ``profile.json`` (and ``profile.html`` with matplotlib) into
-    ``directory``; returns the json path."""
+    """Writes ``profile.json`` (and the viewer's ``profile.html`` when
+    plotly is installed) into ``directory``; returns the json path."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "profile.json")
     profile.save(path)
     try:
-        import matplotlib  # noqa: F401
+        import plotly  # noqa: F401
     except ImportError:
         return path
     profile.html(os.path.join(directory, "profile.html"))
@@ -129,6 +153,8 @@ def session_model(session, device: str, model: Optional[IpuModel]) -> Optional[P
         write_report(profile, report_dir)
     if capture:
         # ``ipuxl profile`` models an IPU whatever device the script chose.
-        _captured.append(profile if device != "cpu" else
-                         profile_program(prog.faithful, prog.model_desc, _capture_model or model))
+        _captured.append(CapturedSession(
+            profile if device != "cpu" else
+            profile_program(prog.faithful, prog.model_desc, _capture_model or model),
+            session, device))
     return profile

@@ -17,6 +17,10 @@ compiled program, from ipuxl's analytical model (``cpp/model``):
   control code, the matmul plan;
 * ``steps``: the main program's steps with their cycles and
   not-always-live bytes (liveness over program steps);
+* ``function_steps``: the same for each called Function (by graph name),
+  and the ops' ``callees``, ``trip_count`` and ``outputs`` columns, which
+  the viewer needs to expand calls (:meth:`Profile.detail`, computed on
+  first use);
 * ``cycles`` / ``seconds``: one run of the main program.
 """
 from typing import Dict, List, Optional
@@ -65,7 +69,34 @@ def profile_program(prog, desc, model: IpuModel, cpu: bool = False,
 
         check_num_io_tiles(io, model.tiles_per_ipu or _TILES_PER_IPU.get(model.version, 0))
         opts["num_io_tiles"] = io
-    return Profile(core.ipu_model(desc, 0, opts), name=name)
+    return Profile(core.ipu_model(desc, 0, opts), name=name,
+                   detail=lambda: program_detail(prog, desc, opts))
+
+
+def program_detail(prog, desc, opts: dict) -> dict:
+    """What the viewer adds to the core's report: per op (to_desc's
+    numbering) the graphs it calls, its trip count and its outputs' names,
+    and the steps of every called graph, modelled as its own program (the
+    core's ``main_graph`` argument)."""
+    from .._core_loader import core
+
+    callees, trips, outputs = [], [], []
+    for g in prog.graphs:
+        for e in prog.entries[g]:
+            callees.append([cg.name or "main" for cg in e.graphs])
+            trips.append(int(e.trip_count))
+            outputs.append([t.id for t in e.outputs])
+    steps, warnings = {}, []
+    called = {cg for g in prog.graphs for e in prog.entries[g] for cg in e.graphs}
+    for i, g in enumerate(prog.graphs):
+        if i == 0 or g not in called:
+            continue
+        try:
+            steps[g.name] = core.ipu_model(desc, i, opts)["steps"]
+        except Exception as e:  # noqa: BLE001 - a Function the model cannot take alone
+            warnings.append(f"no step detail for Function {g.name!r}: {e}")
+    return {"op_callees": callees, "op_trip_count": trips, "op_outputs": outputs,
+            "function_steps": steps, "detail_warnings": warnings}
 
 
 #: Tiles per IPU of each modelled version (for checking numIOTiles first).
@@ -76,8 +107,9 @@ class Profile:
     """One program's profile (see the module docstring). ``Profile(d)``
     wraps the dict of ``core.ipu_model`` or of :meth:`to_dict`."""
 
-    def __init__(self, raw: dict, name: str = ""):
+    def __init__(self, raw: dict, name: str = "", detail=None):
         self.raw = raw
+        self._detail = detail
         self.name = name or raw.get("name", "")
         self.target: Dict = dict(raw["target"])
         self.categories: List[str] = list(raw["categories"])
@@ -95,6 +127,23 @@ class Profile:
         self.remote_buffers: List[Dict] = [dict(b) for b in raw.get("remote_buffers", [])]
         self.warnings: List[str] = list(raw.get("warnings", []))
         self.runs = int(raw.get("runs", 0))
+
+    def detail(self) -> dict:
+        """The viewer's extra columns (``ops.callees``, ``ops.trip_count``,
+        ``ops.outputs``) and ``function_steps``; empty ones for a profile
+        loaded from a file that has none."""
+        if self._detail is not None:
+            d, self._detail = self._detail(), None
+            # Rows are ops in to_desc's numbering (``index``).
+            idx = [int(i) for i in self.ops.get("index", range(len(self.ops["name"])))]
+            for key in ("callees", "trip_count", "outputs"):
+                col = d["op_" + key]
+                self.ops[key] = self.raw["ops"][key] = [col[i] if 0 <= i < len(col) else None
+                                                        for i in idx]
+            self.raw["function_steps"] = d["function_steps"]
+            self.warnings += d["detail_warnings"]
+            self.raw["warnings"] = list(self.warnings)
+        return {"function_steps": self.raw.get("function_steps", {})}
 
     # ---- derived figures
     @property
@@ -281,6 +330,7 @@ class Profile:
             if isinstance(v, np.generic):
                 return v.item()
             return v
+        self.detail()
         d = plain(self.raw)
         d["name"] = self.name
         d["runs"] = self.runs
@@ -297,8 +347,8 @@ class Profile:
             json.dump(self.to_dict(), f)
 
     def html(self, path: str, title: Optional[str] = None) -> str:
-        """Writes one self-contained HTML page with plots (needs matplotlib:
-        ``pip install ipuxl[profile]``); returns the path."""
+        """Writes the viewer's self-contained HTML page of this profile
+        (needs plotly: ``pip install 'ipuxl[profile]'``); returns the path."""
         from .html import write_html
 
         return write_html([self], path, title=title)
