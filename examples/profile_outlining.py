@@ -12,10 +12,14 @@ The network of Graphcore's PopXL MNIST tutorial (784 -> 512 -> 512 -> 512
 * ``repeat``: the outlined layer run ``repeat`` times with shared weights;
   its code does not grow with the trip count.
 
-It prints the profiles side by side and writes ``profile_outlining.html``
-(plots need matplotlib: ``pip install 'ipuxl[profile]'``)::
+It prints the profiles side by side, saves each one's ``profile.json``
+(``inlined.json``, ``outlined.json``, ``repeat.json``) and writes the
+viewer's comparison page ``profile_outlining.html`` (memory and code by
+category and by Function, with their differences to the inlined program;
+the page needs plotly: ``pip install 'ipuxl[profile]'``)::
 
     python examples/profile_outlining.py [--layers 4] [--batch 16] [--out DIR]
+    ipuxl profile --compare DIR/inlined.json DIR/outlined.json --out DIR
 """
 import argparse
 import os
@@ -77,18 +81,21 @@ def main(argv=None) -> int:
     ap.add_argument("--version", default="ipu2", choices=("ipu1", "ipu2", "ipu21"))
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
+    what = f"profile_outlining.py --layers {args.layers} --batch {args.batch}"
     profiles = {}
     for mode in ("inlined", "outlined", "repeat"):
         profiles[mode] = profile_ir(build(mode, args.layers, args.batch), args.version,
-                                    name=f"{mode} ({args.layers} layers)")
+                                    name=f"{what}: {mode}")
     print(compare(profiles["inlined"], profiles["outlined"]))
     print()
     print(compare(profiles["outlined"], profiles["repeat"]))
     os.makedirs(args.out, exist_ok=True)
+    for mode, p in profiles.items():
+        p.save(os.path.join(args.out, f"{mode}.json"))
     path = os.path.join(args.out, "profile_outlining.html")
     try:
         write_html(list(profiles.values()), path, title="Outlined vs inlined layers")
-        print(f"\nwrote {path}")
+        print(f"\nwrote {path} and {', '.join(m + '.json' for m in profiles)} in {args.out}")
     except ImportError as e:
         print(f"\nno HTML page: {e}", file=sys.stderr)
     return 0

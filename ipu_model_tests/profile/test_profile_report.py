@@ -1,5 +1,6 @@
 """session.profile(), profile_ir, the JSON profile, autoReport through
 POPLAR_ENGINE_OPTIONS, and the ``ipuxl profile`` command."""
+import argparse
 import json
 import os
 import subprocess
@@ -103,14 +104,18 @@ def test_autoreport_writes_the_profile(tmp_path, monkeypatch):
         popxl.Session(small_ir()[0], "cpu")
 
 
-def _cli(args, cwd):
+def _cli_env():
     env = dict(os.environ)
     if env.get("IPUXL_CORE_DIR"):
         env["IPUXL_CORE_DIR"] = os.path.abspath(env["IPUXL_CORE_DIR"])
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(popxl.__file__), ".."),
                                          env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "ipuxl", "profile"] + args, cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return env
+
+
+def _cli(args, cwd):
+    return subprocess.run([sys.executable, "-m", "ipuxl", "profile"] + args, cwd=cwd,
+                          env=_cli_env(), capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("device", ["ipu_model", "cpu"])
@@ -168,3 +173,99 @@ def test_ops_of_called_graphs_are_labelled_with_their_graph():
         ops.host_store(ys, y)
     rows = {r["label"]: r for r in prof.profile_ir(ir).op_table()}
     assert f"{g.name}/relu" in rows and rows[f"{g.name}/relu"]["executions"] == 1
+
+
+TWO_SESSIONS = '''
+import sys
+import numpy as np
+import popxl
+import popxl.ops as ops
+
+
+def program(name):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((8, 64), popxl.float32, name="x")
+        w = popxl.variable(np.ones((64, 32), np.float32), name=name)
+        y = ops.relu(ops.host_load(xs) @ w)
+        ys = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ops.host_store(ys, y)
+    return ir, xs
+
+
+train, xs = program("w_train")
+with popxl.Session(train, "ipu_model") as s:
+    for _ in range(int(sys.argv[1])):
+        s.run({xs: np.ones((8, 64), np.float32)})
+test, xt = program("w_test")
+with popxl.Session(test, "ipu_model") as s:
+    s.run({xt: np.ones((8, 64), np.float32)})
+'''
+
+
+def test_cli_profiles_every_session(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TWO_SESSIONS)
+    out = tmp_path / "out"
+    r = _cli(["--out", str(out), "--no-html", str(script), "5"], str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    # Both Sessions listed, each with the runs the script made.
+    assert "2 Session(s) of train.py 5" in r.stdout
+    assert "session 1 (ipu_model)" in r.stdout and "5 run(s)" in r.stdout
+    assert "session 2 (ipu_model)" in r.stdout and "1 run(s)" in r.stdout
+    one, two = (prof.load(str(out / f"profile_{i}.json")) for i in (1, 2))
+    assert (one.runs, two.runs) == (5, 1)
+    assert json.loads((out / "profile_1.json").read_text())["runs"] == 5
+    assert one.name == "train.py 5 · session 1" and two.name == "train.py 5 · session 2"
+    assert "w_train" in one.tensors["name"] and "w_test" in two.tensors["name"]
+    # The main page is the Session that ran most (training, not test)...
+    main = prof.load(str(out / "profile.json"))
+    assert main.name == one.name
+    (marked,) = [ln for ln in r.stdout.splitlines() if "[main page]" in ln]
+    assert marked.strip().startswith("session 1")
+    # ...unless --session picks another.
+    r = _cli(["--out", str(out), "--no-html", "--session", "2", str(script), "5"], str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert prof.load(str(out / "profile.json")).name == two.name
+    r = _cli(["--out", str(out), "--no-html", "--session", "3", str(script), "1"], str(tmp_path))
+    assert r.returncode == 2 and "created 2 Session(s)" in r.stderr
+
+
+def test_cli_writes_a_page_for_every_session(tmp_path):
+    pytest.importorskip("plotly", reason="the viewer's pages need plotly")
+    script = tmp_path / "train.py"
+    script.write_text(TWO_SESSIONS)
+    out = tmp_path / "out"
+    r = _cli(["--out", str(out), str(script), "2"], str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    for name in ("profile.html", "profile_1.html", "profile_2.html"):
+        text = (out / name).read_text()
+        assert 'id="ipuxl-data"' in text
+    # Each page links to the other Sessions' pages.
+    assert 'profile_2.html' in (out / "profile_1.html").read_text()
+
+
+def test_cli_version_and_help():
+    from ipuxl import cli
+
+    r = subprocess.run([sys.executable, "-m", "ipuxl", "--version"], capture_output=True,
+                       text=True, env=_cli_env())
+    assert r.returncode == 0 and r.stdout.startswith("ipuxl ")
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subs.choices.items():
+        for action in sub._actions:
+            assert action.help, f"ipuxl {name}: {action.option_strings or action.dest} has no help"
+
+
+def test_poprun_print_command_is_a_dry_run(tmp_path):
+    script = tmp_path / "touch.py"
+    marker = tmp_path / "ran"
+    script.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    r = subprocess.run([sys.executable, "-m", "ipuxl", "poprun", "--num-instances", "1",
+                        "--num-replicas", "1", "--print-command", str(script)],
+                       capture_output=True, text=True, env=_cli_env(), cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "ipuxl.popdist._instance" in r.stdout and str(script) in r.stdout
+    assert "POPDIST_NUM_TOTAL_REPLICAS=1" in r.stdout
+    assert not marker.exists(), "--print-command ran the script"

@@ -182,7 +182,8 @@ def _version() -> str:
     return "0.1.0 (source checkout)"
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ipuxl`` command's arguments (every one with its help)."""
     parser = argparse.ArgumentParser(prog="ipuxl", description="ipuxl: PopXL on a simulator")
     parser.add_argument("--version", action="version", version=f"ipuxl {_version()}",
                         help="print ipuxl's version and exit")
@@ -223,7 +224,11 @@ def main(argv=None) -> int:
                     help="a dry run: print the mpirun command and run nothing")
     pp.add_argument("script", nargs="?", help="the PopXL script each instance runs")
     pp.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    ns = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    ns = build_parser().parse_args(argv)
     if ns.command == "poprun":
         from .popdist.launcher import main as poprun_main
 

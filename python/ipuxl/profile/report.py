@@ -115,6 +115,10 @@ class Profile:
         self.categories: List[str] = list(raw["categories"])
         self.per_tile: Dict[str, np.ndarray] = {
             c: np.asarray(raw["per_tile"][c], dtype=np.float64) for c in self.categories}
+        # Another producer may leave out categories it has nothing in.
+        n = int(self.target["tiles_per_ipu"]) * int(self.target["num_ipus"])
+        for c in ALWAYS_LIVE + ("notAlwaysLive",):
+            self.per_tile.setdefault(c, np.zeros(n))
         self.loaded_code = np.asarray(raw.get("loaded_code", []), dtype=np.float64)
         self.ops: Dict[str, list] = {k: list(v) if not isinstance(v, np.ndarray) else v
                                      for k, v in raw["ops"].items()}
@@ -170,7 +174,7 @@ class Profile:
 
     @property
     def totals(self) -> Dict[str, int]:
-        t = {c: int(round(self.per_tile[c].sum())) for c in self.categories}
+        t = {c: int(round(self.per_tile[c].sum())) for c in self.per_tile}
         t["code"] = sum(t[c] for c in CODE)
         t["alwaysLive"] = sum(t[c] for c in ALWAYS_LIVE)
         t["total"] = t["alwaysLive"] + t["notAlwaysLive"]

@@ -13,7 +13,11 @@
   function ratio(a, b) { return a ? (b / a).toFixed(2) : "-"; }
 
   X.register("compare", "Comparison", function (sec) {
-    const ps = X.data.profiles, a = ps[0], labs = ps.map((p) => p.label);
+    const ps = X.data.profiles, a = ps[0];
+    // Charts name each profile by its letter and the end of its label
+    // (labels share their script and arguments, and differ at the end).
+    const L = (i) => String.fromCharCode(65 + i);
+    const labs = ps.map((p, i) => `${L(i)}: ${p.label.length > 48 ? "…" + p.label.slice(-47) : p.label}`);
     // Who is who.
     const heads = el("div", { class: "kpis", id: "compare-labels" });
     ps.forEach((p, i) => heads.appendChild(el("div", { class: "kpi" + (p.summary.overflow_tiles ? " bad" : ""),
@@ -29,7 +33,7 @@
     rows.push({ what: "max bytes on a tile", vals: ps.map((p) => p.summary.max_tile_bytes) });
     rows.push({ what: "cycles per run", vals: ps.map((p) => p.total_cycles) });
     const cols = [{ key: "what", label: "", text: true }];
-    ps.forEach((p, i) => cols.push({ key: "v" + i, label: `${String.fromCharCode(65 + i)}: ${p.label}` }));
+    ps.forEach((p, i) => cols.push({ key: "v" + i, label: L(i), title: p.label }));
     ps.slice(1).forEach((p, i) => {
       const L = String.fromCharCode(66 + i);
       cols.push({ key: "d" + (i + 1), label: `${L} − A`, fmt: deltaCell });
@@ -60,8 +64,8 @@
     const fcols = [{ key: "graph", label: "graph", text: true }];
     ps.forEach((p, i) => {
       const L = String.fromCharCode(65 + i);
-      fcols.push({ key: "n" + i, label: `${L} instances × calls`, text: true });
-      fcols.push({ key: "c" + i, label: `${L} code B (all instances)` });
+      fcols.push({ key: "n" + i, label: `${L} instances × call sites`, text: true });
+      fcols.push({ key: "c" + i, label: `${L} code B` });
     });
     ps.slice(1).forEach((p, i) => fcols.push({ key: "d" + (i + 1),
       label: `${String.fromCharCode(66 + i)} − A`, fmt: deltaCell }));
@@ -69,7 +73,7 @@
       const o = { graph: n };
       ps.forEach((p, i) => {
         const g = X.graph(p, n);
-        o["n" + i] = g ? `${g.code_instances} × ${g.call_sites + g.if_sites}` : "-";
+        o["n" + i] = !g ? "-" : g.main ? "main" : `${g.code_instances} × ${g.call_sites + g.if_sites}`;
         o["c" + i] = g ? g.code_bytes * g.code_instances : 0;
         if (i) o["d" + i] = o["c" + i] - o.c0;
       });
@@ -87,8 +91,11 @@
     // Memory per tile and liveness, on shared axes.
     const dTiles = X.plotDiv("plot-compare-tiles", 200 + 160 * ps.length);
     sec.appendChild(X.card("Memory per tile (shared axes)", dTiles));
-    const ymax = Math.max(...ps.map((p) => Math.max(...X.totalPerTile(p)) / 1024),
-      ...ps.map((p) => p.target.memory_per_tile / 1024 * 0.2));
+    // One y scale for all: the fullest tile of any, and the tile memory
+    // when that is near it.
+    let ymax = Math.max(...ps.map((p) => Math.max(...X.totalPerTile(p)) / 1024));
+    const cap = Math.max(...ps.map((p) => p.target.memory_per_tile / 1024));
+    if (cap && ymax >= 0.2 * cap) ymax = Math.max(ymax, cap);
     const tl = { grid: { rows: ps.length, columns: 1, pattern: "independent" }, shapes: [],
       margin: { l: 60, r: 20, t: 20, b: 50 }, legend: { orientation: "h", y: -0.12 } };
     const tt = ps.map((p, i) => {
