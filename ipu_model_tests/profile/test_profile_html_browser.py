@@ -395,7 +395,7 @@ def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
     browser.click_at(x, y)
     browser.wait_for(f"document.getElementById('tile-title').textContent.startsWith('Tile {target} ')")
     browser.screenshot(str(tmp_path / "tile_clicked.png"))
-    listed = [(r[0], int(r[2].replace(",", ""))) for r in _rows(browser, "tile-tensors")]
+    listed = [(r[0], int(r[1].replace(",", ""))) for r in _rows(browser, "tile-tensors")]
     want = [(n, on) for n, on, _, _ in p.tensors_on_tile(target, n=10**6)]
     assert listed and listed == want
     assert "OVER" in browser.eval("document.getElementById('tile-title').textContent")

@@ -52,11 +52,11 @@
     const cats = a.categories.filter((c) => ps.some((p) => p.summary.totals[c]));
     X.plot(dCat, ps.map((p, i) => ({ type: "bar", name: labs[i], x: cats,
       y: cats.map((c) => p.summary.totals[c] / 1048576), marker: { color: PALETTE[i % 5] } })),
-    { barmode: "group", yaxis: { title: "MiB" }, margin: { b: 110 } });
+    { barmode: "group", yaxis: { title: "MiB" }, margin: { b: 140 } });
     X.plot(dDelta, ps.slice(1).map((p, i) => ({ type: "bar", name: `${labs[i + 1]} − ${labs[0]}`,
       x: cats, y: cats.map((c) => (p.summary.totals[c] || 0) - (a.summary.totals[c] || 0)),
       marker: { color: cats.map((c) => (p.summary.totals[c] || 0) >= (a.summary.totals[c] || 0) ?
-        "#d62728" : "#2ca02c") } })), { yaxis: { title: "bytes" }, margin: { b: 110 }, showlegend: true });
+        "#d62728" : "#2ca02c") } })), { yaxis: { title: "bytes" }, margin: { b: 140 }, showlegend: true });
     // Code per graph (main and each Function).
     const names = [];
     for (const p of ps) for (const g of p.graphs) if (!names.includes(g.name) && (g.main || g.code_instances))
@@ -79,11 +79,16 @@
       });
       return o;
     });
-    const dFn = X.plotDiv("plot-compare-functions", 340);
-    sec.appendChild(el("div", { class: "grid" },
-      X.card("Code per Function (main program and each called graph)",
-        X.table(fcols, frows, { id: "compare-functions" })),
-      X.card("Code per Function", dFn)));
+    const dFn = X.plotDiv("plot-compare-functions", 340), dFnD = X.plotDiv("plot-compare-functions-delta", 340);
+    sec.appendChild(X.card("Code per Function (main program and each called graph; code B of " +
+      "all its instances)", X.table(fcols, frows, { id: "compare-functions" })));
+    sec.appendChild(el("div", { class: "grid" }, X.card("Code per Function", dFn),
+      X.card("Difference to A in code per Function (bytes)", dFnD)));
+    const code = (p, n) => { const g = X.graph(p, n); return g ? g.code_bytes * g.code_instances : 0; };
+    X.plot(dFnD, ps.slice(1).map((p, i) => ({ type: "bar", name: `${labs[i + 1]} − A`,
+      x: names.map((n) => X.short(n, 28)), y: names.map((n) => code(p, n) - code(a, n)),
+      marker: { color: names.map((n) => code(p, n) >= code(a, n) ? "#d62728" : "#2ca02c") } })),
+    { yaxis: { title: "bytes" }, margin: { b: 110 }, showlegend: true });
     X.plot(dFn, ps.map((p, i) => ({ type: "bar", name: labs[i], x: names.map((n) => X.short(n, 28)),
       y: names.map((n) => { const g = X.graph(p, n); return g ? g.code_bytes * g.code_instances / 1024 : 0; }),
       marker: { color: PALETTE[i % 5] } })), { barmode: "group", yaxis: { title: "KiB" },

@@ -135,6 +135,10 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     layout = Object.assign({ margin: { l: 60, r: 20, t: 30, b: 50 }, font: { size: 11 },
       paper_bgcolor: "#fff", plot_bgcolor: "#fff", legend: { orientation: "h", y: -0.2 } },
     layout || {});
+    // plotly.js 3 takes an axis title as {text}, no longer as a string.
+    for (const k in layout)
+      if (/^[xy]axis\d*$/.test(k) && layout[k] && typeof layout[k].title === "string")
+        layout[k] = Object.assign({}, layout[k], { title: { text: layout[k].title } });
     if (!window.Plotly) {
       X.pending.push([div, traces, layout, onclick]);
       if (!div.firstChild) div.appendChild(el("p", { class: "muted loading" }, "drawing the chart…"));

@@ -178,7 +178,7 @@
       el("h3", {}, "Categories"), X.table([{ key: "category", label: "category", text: true },
         { key: "bytes", label: "bytes" }], cats)),
       X.card(`Tensors on tile ${tile} (${tens.length})`, X.table([
-        { key: "name", label: "tensor", text: true }, { key: "graph", label: "graph", text: true },
+        { key: "name", label: "tensor", text: true },
         { key: "on_tile", label: "bytes here" }, { key: "bytes", label: "total bytes" },
         { key: "always_live", label: "always live", text: true }], tens, { id: "tile-tensors" })),
       X.card(`Vertices on tile ${tile} (${verts.length})`, X.table([
