@@ -240,26 +240,27 @@ def _ir(outlined, width=256):
 
 
 def _many_ops_ir(n_ops):
-    """A program of ``n_ops`` ops in 100 name scopes, calling a Function
-    every 50 ops."""
+    """A program of ``n_ops`` ops in name scopes of about 100, calling a
+    Function every 25th step."""
     ir = popxl.Ir()
     with ir.main_graph:
         xs = popxl.h2d_stream((16, 64), popxl.float32, name="x")
         x = ops.host_load(xs)
         g = ir.create_graph(lambda a: ops.gelu(a * 0.5 + 1.0),
                             popxl.TensorSpec((16, 64), popxl.float32))
-        k = 0
+        k = i = 0
         while k < n_ops:
             with popxl.name_scope(f"block{k // 100}"):
-                if k % 50 == 0:
+                if i % 25 == 0:
                     (x,) = ops.call(g, x)
                     k += 1
-                elif k % 2:
+                elif i % 3:
                     x = ops.relu(x * 1.001)
                     k += 2
                 else:
                     x = ops.tanh(x)
                     k += 1
+            i += 1
         ys = popxl.d2h_stream(x.shape, x.dtype, name="y")
         ops.host_store(ys, x)
     return ir

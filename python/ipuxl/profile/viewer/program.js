@@ -145,21 +145,75 @@
   X.register("trace", "Execution trace", function (sec, p) {
     const segs = [], cap = 40000;
     const end = layout(p, "main", 0, 0, 2, segs, cap, "main");
+    // BSP: each Execute step of the main program as its compute phase and
+    // then its exchange and sync (the op's compute_cycles and the rest); of
+    // a long program, chunks of consecutive steps, each's phases summed.
+    const bspLane = segs.reduce((m, s) => Math.max(m, s.lane + 1), 1);
+    const o = p.ops, rows = X.opRow(p), ms = p.steps, n = ms.kind.length;
+    const chunk = Math.max(1, Math.ceil(n / 1500));
+    let t0 = 0;
+    for (let k0 = 0; k0 < n; k0 += chunk) {
+      let comp = 0, rest = 0, span = 0;
+      const k1 = Math.min(n, k0 + chunk);
+      for (let k = k0; k < k1; k++) {
+        const r = rows.has(ms.op[k]) ? rows.get(ms.op[k]) : -1;
+        if (ms.kind[k] === "Execute" && r >= 0) {
+          const c = Math.min(ms.cycles[k], o.compute_cycles[r]);
+          comp += c;
+          rest += ms.cycles[k] - c;
+        }
+        span += ms.cycles[k];
+      }
+      const label = chunk > 1 ? `steps ${k0}–${k1 - 1}` : ms.label[k0];
+      if (comp + rest > 0) {
+        segs.push({ lane: bspLane, start: t0, cycles: comp, kind: "compute", label, fn: "", via: "main" });
+        segs.push({ lane: bspLane, start: t0 + comp, cycles: rest, kind: "exchange + sync", label,
+          fn: "", via: "main" });
+      }
+      t0 += span;
+    }
     const laneName = ["main program", "Functions (calls)", "Functions (nested)"];
-    const kinds = [...new Set(segs.map((s) => s.kind))];
+    laneName[bspLane] = "main: BSP phases";
+    // A lane of thousands of steps: consecutive steps of one kind are
+    // merged into one segment (the cycles-per-step chart below has each).
+    const MERGE = 3000, perLane = {};
+    for (const s of segs) perLane[s.lane] = (perLane[s.lane] || 0) + 1;
+    let merged = 0;
+    const drawn = [];
+    for (const s of segs) {
+      const last = drawn.length ? drawn[drawn.length - 1] : null;
+      const prev = last && last.lane === s.lane ? last : null;
+      if (perLane[s.lane] > MERGE && prev && prev.kind === s.kind && !CALLS.includes(s.kind) &&
+          Math.abs(prev.start + prev.cycles - s.start) < 1e-6) {
+        prev.cycles += s.cycles;
+        prev.n = (prev.n || 1) + 1;
+        prev.label = prev.first + " … " + s.label + ` (${prev.n} steps)`;
+        merged++;
+      } else {
+        drawn.push(Object.assign({ first: s.label }, s));
+      }
+    }
+    segs.length = 0;
+    segs.push(...drawn);
+    // Calls drawn last: on top of the steps their widened span may cover.
+    const kinds = [...new Set(segs.map((s) => s.kind))].sort((a, b) =>
+      CALLS.includes(a) - CALLS.includes(b));
     // Each kind is one trace of thick horizontal lines (start to end of
     // each step, broken by nulls): a path per kind, not an SVG bar per step.
+    const minWidth = Math.max(0.5, end / 1200);
     const traces = kinds.map((k) => {
       const x = [], y = [], cd = [];
       for (const s of segs) {
         if (s.kind !== k) continue;
         const info = [s.label, s.via, X.int(s.cycles), X.int(s.start)];
-        x.push(s.start, s.start + Math.max(s.cycles, 0.5), null);
+        // At least about a pixel wide at full scale, or a short step of a
+        // long program does not show (the hover gives its true cycles).
+        x.push(s.start, s.start + (s.lane === bspLane ? s.cycles : Math.max(s.cycles, minWidth)), null);
         y.push(s.lane, s.lane, null);
         cd.push(info, info, null);
       }
       return { type: "scatter", mode: "lines", name: k, x, y, customdata: cd,
-        line: { color: X.KIND_COLORS[k] || "#999", width: 34 }, connectgaps: false,
+        line: { color: X.KIND_COLORS[k] || "#999", width: 34, simplify: false }, connectgaps: false,
         hovertemplate: `${k} %{customdata[0]}<br>in %{customdata[1]}<br>%{customdata[2]} cycles ` +
           "from cycle %{customdata[3]}<extra></extra>" };
     });
@@ -171,9 +225,12 @@
     const div = X.plotDiv("plot-trace", 120 + 70 * segs.reduce((m, s) => Math.max(m, s.lane + 1), 1));
     sec.appendChild(X.card(`Execution trace: one run of the main program, ${X.int(end)} cycles ` +
       `(${(end / p.target.clock_hz * 1e6).toFixed(1)} µs)`, div, el("p", { class: "muted" },
-      "Each step's estimated cycles, in program order (BSP: a step's compute and exchange " +
-      "are one bar). Calls, Repeats and Ifs span their Function, whose own steps are on the " +
-      "lane below. Drag to zoom, double-click to reset." + (segs.length >= cap ?
+      "Each step's estimated cycles, in program order. Calls, Repeats and Ifs span their " +
+      "Function, whose own steps are on the lane below; the last lane splits each Execute " +
+      "step of the main program into its BSP phases, compute then exchange and sync. Drag " +
+      "to zoom, double-click to reset." + (merged ? ` On lanes of over ${MERGE} steps, ` +
+      `consecutive steps of one kind are drawn as one (${X.int(merged)} merged).` : "") +
+      (segs.length >= cap ?
       ` Only the first ${cap} steps are drawn.` : ""))));
     const lanes = segs.reduce((m, s) => Math.max(m, s.lane + 1), 1);
     X.plot(div, traces, { xaxis: { title: "cycles", zeroline: false },

@@ -16,7 +16,7 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
   X.KIND_COLORS = {
     Execute: "#1f77b4", Copy: "#9467bd", IpuCopy: "#8c564b", StreamCopy: "#2ca02c",
     Call: "#ff7f0e", Repeat: "#e377c2", If: "#bcbd22", Collective: "#17becf",
-    RemoteCopy: "#7f7f7f",
+    RemoteCopy: "#7f7f7f", compute: "#9edae5", "exchange + sync": "#d62728",
   };
   X.ALWAYS_LIVE = ["vertexCode", "vertexInstanceState", "copyDescriptor", "controlCode",
     "internalExchangeCode", "hostExchangeCode", "globalExchangeCode", "stack", "variables",
@@ -285,7 +285,7 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
       const sel = X.el("select", { id: "profile-select", onchange: (e) => X.select(+e.target.value) });
       d.profiles.forEach((p, i) => sel.appendChild(X.el("option", { value: String(i) }, p.label)));
       head.appendChild(X.el("span", { class: "sub" }, "views of: ", sel));
-    } else {
+    } else if (!d.title.includes(d.profiles[0].label)) {
       head.appendChild(X.el("span", { class: "sub" }, d.profiles[0].label));
     }
     if (d.links && d.links.length) {
