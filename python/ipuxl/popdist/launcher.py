@@ -124,10 +124,11 @@ def main(ns) -> int:
         print(f"ipuxl poprun: {e}", file=sys.stderr)
         return 2
     if ns.print_command:
-        # A dry run: the command and the variables it adds to the
-        # environment (mpirun -x passes them on), then nothing runs.
-        added = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())
-                 if os.environ.get(k) != v]
+        # A dry run: the command and the variables the launcher sets for it
+        # (mpirun -x passes them on), then nothing runs.
+        names = (ENV["total"], ENV["instances"], ENV["ipus"], ENV["index"], "PYTHONPATH",
+                 "IPUXL_NUM_THREADS")
+        added = [f"{k}={shlex.quote(env[k])}" for k in names if k in env]
         print(" ".join(added + [shlex.quote(c) for c in cmd]))
         return 0
     code = subprocess.call(cmd, env=env)
