@@ -9,9 +9,10 @@ from that blob in the browser by ``viewer/viewer.js`` with plotly.js,
 which is inlined once per page from the ``plotly`` package (the optional
 extra ``ipuxl[profile]``).
 
-Another producer (a Poplar program's autoReport) writes the same JSON and
-calls :func:`write_page` on :func:`load`-ed profiles, or
-:func:`write_page_from_json` on the plain dicts.
+Another producer (a Poplar program's autoReport) writes the same JSON;
+``write_page([ipuxl.profile.load(path)], out)`` makes its page (the
+insights are computed here, from the JSON's columns).
+:func:`write_page_from_json` takes :func:`page_data` blobs.
 """
 import html as _html
 import json

@@ -20,7 +20,7 @@
       X.kpi("code", X.bytes(t.code)),
       X.kpi("cycles per run", X.int(p.total_cycles)),
       X.kpi("time per run", `${(p.summary.seconds * 1e6).toFixed(1)} µs`),
-      X.kpi("runs", X.int(p.runs || 0))));
+      X.kpi("runs", p.runs ? X.int(p.runs) : "not run")));
     for (const w of p.warnings || []) sec.appendChild(el("p", { class: "warn" }, w));
     const sugg = el("ul", { class: "sugg", id: "suggestions" });
     for (const s of ins.suggestions) {
