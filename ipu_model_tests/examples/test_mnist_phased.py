@@ -9,6 +9,8 @@ import pytest
 import ipuxl as popxl
 from repo_modules import load
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 mnist_phased = load("examples/mnist_phased.py")
 
 

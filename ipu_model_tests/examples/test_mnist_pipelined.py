@@ -10,6 +10,8 @@ import pytest
 import ipuxl as popxl
 from repo_modules import load
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 mnist_pipelined = load("examples/mnist_pipelined.py")
 
 

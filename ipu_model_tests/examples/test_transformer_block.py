@@ -7,6 +7,8 @@ import pytest
 
 from repo_modules import load
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 torch = pytest.importorskip("torch")
 
 ts = load("bench/transformer_step.py", "bench/_peer.py", "bench/_stats.py")

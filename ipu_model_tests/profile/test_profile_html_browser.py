@@ -12,6 +12,8 @@ import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import profile as prof
 
+pytestmark = pytest.mark.slow  # starts a headless browser
+
 mpl = pytest.importorskip("matplotlib", reason="the HTML plots need matplotlib "
                           "(pip install 'ipuxl[profile]')")
 

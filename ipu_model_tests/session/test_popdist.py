@@ -27,6 +27,8 @@ from ipuxl import popdist
 from ipuxl.popdist.launcher import LaunchError, poprun_command
 from repo_modules import load
 
+pytestmark = pytest.mark.slow  # starts MPI jobs of several processes
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mnist_data_parallel.py"
 HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
