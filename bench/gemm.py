@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     # on one vCPU through whole 100 ms blocks (G @ W^T b128 784x512, 2
     # threads: 95-105 GFLOP/s in most blocks, one thread's speed); after
     # 50 ms of warm-up 190-197 in most blocks, after 100 ms in all but one
-    # of 24 (bench/README.md, "2026-11-27, ninth session").
+    # of 24 (bench/results/2026-11-27.md, "ninth session").
     p.add_argument("--warm-ms", type=float, default=100.0,
                    help="untimed calls of a peer right before its timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")

@@ -408,7 +408,7 @@ def _warm_up(model, data, seconds):
     project's VMs (Firecracker guests whose kernel packs lightly loaded
     threads onto one vCPU, `sched_vcpu_pack` in /proc/cmdline) a peer's
     threads come back from the idle gap sharing one vCPU for tens of
-    milliseconds (bench/README.md, "2026-11-27, ninth session"); a training
+    milliseconds (bench/results/2026-11-27.md, "ninth session"); a training
     loop, which does not idle between steps, runs in the steady state."""
     i, k = 0, len(data)
     end = time.perf_counter() + seconds

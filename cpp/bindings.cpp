@@ -14,6 +14,7 @@
 #include "core/gemm.hpp"
 #include "core/isa.hpp"
 #include "core/parallel.hpp"
+#include "kernels/conv/options.hpp"
 #include "model/model.hpp"
 
 namespace py = pybind11;
@@ -575,6 +576,34 @@ PYBIND11_MODULE(_core, m) {
         "Install a cblas_sgemm-compatible function pointer (0 to remove).");
   m.def("num_threads", &num_threads, "Threads the core's kernels use.");
   m.def("set_num_threads", &set_num_threads, "Set the threads the core's kernels use.");
+  m.def(
+      "set_conv_options",
+      [](bool no_winograd, bool no_direct, bool no_tap, bool no_cols, bool no_oc) {
+        conv::ConvOptions o;
+        o.no_winograd = no_winograd;
+        o.no_direct = no_direct;
+        o.no_tap = no_tap;
+        o.no_cols = no_cols;
+        o.no_oc = no_oc;
+        conv::set_conv_options(o);
+      },
+      py::kw_only(), py::arg("no_winograd") = false, py::arg("no_direct") = false,
+      py::arg("no_tap") = false, py::arg("no_cols") = false, py::arg("no_oc") = false,
+      "Switches of the convolution plan (cpp/kernels/conv/options.hpp), read when a "
+      "convolution's kernel is built: each keeps the plan from one form (for comparisons).");
+  m.def(
+      "conv_options",
+      []() {
+        const conv::ConvOptions o = conv::conv_options();
+        py::dict d;
+        d["no_winograd"] = o.no_winograd;
+        d["no_direct"] = o.no_direct;
+        d["no_tap"] = o.no_tap;
+        d["no_cols"] = o.no_cols;
+        d["no_oc"] = o.no_oc;
+        return d;
+      },
+      "The convolution plan's switches (set_conv_options), as a dict.");
   m.def("has_blas", []() { return blas::sgemm_ptr() != nullptr; });
   m.def("contention_backoff", &contention_backoff,
         "Whether the core's jobs run on the calling thread alone for now: a recent job's "
@@ -727,6 +756,6 @@ PYBIND11_MODULE(_core, m) {
         "as one MatMulInputGradUpdate pass than as two GEMMs at the level in use.");
   m.def("sgemm_plan", &blas::sgemm_plan_name, py::arg("ta"), py::arg("tb"), py::arg("M"),
         py::arg("N"), py::arg("K"), py::arg("packed") = false,
-        "Which float32 GEMM runs this shape ('core' or 'blas'): measured once per shape, "
-        "level and thread count, then cached.");
+        "Which float32 GEMM runs this shape ('core' or 'blas'): a fixed rule of the "
+        "instruction-set level and the shape (cpp/core/blas.cpp), never a timing.");
 }

@@ -58,14 +58,13 @@ void sgemm_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   }
   const int64_t q = 16;      // blocks stay multiples of a cache line of floats
   const int64_t kParts = 8;  // enough blocks to balance a loaded pool
-  // X^T @ G with a batch-sized K (IPUXL_GEMM=blas): row blocks, so that each
-  // block's stretch of every row of C is whole and contiguous (column
-  // blocks made each call walk 784 half-rows at a stride of N). Any other
-  // A^T @ B with at least as many rows as columns: row blocks too, since
-  // each column block's call packed the whole of A^T again. Two threads,
-  // AVX2, calls alternating in one process (bench/README.md, "2026-11-27,
-  // sixth session"): 1024^3 1.04, 512^3 1.03, 784x512x256 1.08,
-  // 1024x256x512 1.21; wider than tall lost (256x1024x512 0.90).
+  // Row blocks for X^T @ G with a batch-sized K (K < 64) and for any other
+  // A^T @ B at least as tall as it is wide: each block's stretch of every
+  // row of C is then whole and contiguous, and each call packs only its own
+  // rows of A^T (column blocks would walk C's rows at a stride of N and pack
+  // the whole of A^T in every call). Row blocks also where C is too narrow
+  // for column blocks (N < 64 and below M). Otherwise column blocks: each
+  // call then packs only its slice of B.
   const bool rows = (ta && (K < 64 || M >= N) && M >= 4 * q) || !(N >= 4 * q || N >= M);
   const int64_t units = rows ? (M + q - 1) / q : (N + q - 1) / q;
   parallel_for_chunks(units, std::min(units, kParts), [&](int64_t u0, int64_t u1) {
@@ -84,36 +83,27 @@ namespace {
 // level and the shape, never a timing taken while the program compiles: the
 // two GEMMs round differently, and a choice that followed the machine's load
 // would give the same program different numbers from one run to the next.
-// The rules come from bench/gemm.py (bench/README.md, "Instruction-set
-// levels"; one Zen 4 core, alternating calls):
-// * AVX-512: the core's packed kernel runs at 87-94% of the FMA peak, level
-//   with OpenBLAS (1.0-1.06x), so the core.
-// * AVX2, op(A) = A: the core. Until the eighth session OpenBLAS's Haswell
-//   kernel took every product with all sides at least 64 (89% of peak
-//   against the core's 74-79%, measured while GCC kept core accumulators on
-//   the stack). With that fixed (88% of the one-thread peak on Zen 4), and
-//   timed in the steady state (bench/gemm.py's warm-up), the core is ahead:
-//   core / OpenBLAS GFLOP/s ratios, two threads, alternating calls, Zen 4
-//   (bench/README.md, "2026-11-27, ninth session"): 128x512x784 1.25,
-//   G @ W^T at 128 x 784 x 512 1.19, 80 x 512 x 512 1.48, 256x1024x256
-//   1.20, 64^3 1.39-1.58, 512^3 0.84-1.08, 1024^3 0.96-1.03; the MNIST
-//   step at batch 128, 1.02-1.20 (median 1.07, alternating processes).
-// * AVX2, A^T @ B beyond the small-K path (K > 128): OpenBLAS, every side
-//   at least 64. The core packs A^T and is behind there: 512x512x192 0.84,
-//   784x512x256 0.85-0.87, 1024x256x256 0.84, 512^3 0.83-1.19.
-// * SSE and portable levels: the core (OpenBLAS's SSE kernels are not faster).
-// A pre-packed B (a weight no op writes) is the core's own advantage: core.
+// The rule, and what each line relies on (bench/gemm.py shows the choice
+// per shape, its `plan` column, and the ratio to the best peer; the A/B
+// runs behind each line are in bench/results/2026-11-27.md):
+// * A pre-packed B (a weight no op writes): the core, which packs it once
+//   per host write where OpenBLAS would pack it on every call.
+// * AVX-512: the core. Its packed kernel runs level with OpenBLAS's.
+// * SSE and portable levels: the core (OpenBLAS's SSE kernels are not
+//   faster).
+// * AVX2, op(A) = A: the core. Its kernel keeps every accumulator in
+//   registers and, in the steady state of a training loop, runs at or above
+//   OpenBLAS's Haswell kernel on the products of the MLP and transformer
+//   steps.
 // * AVX2, X^T @ G with a batch-sized K (the weight gradients): the core's
 //   small-K path (gemm_isa.inc, run_smallk; K up to 128, more than 8
-//   columns). It was behind OpenBLAS's Haswell kernels (130-135 / 81-83 us
-//   against ~100 / ~62 for the MNIST layers' 784x512 / 512x512 products at
-//   K = 8; Intel Xeon model 207, bench/README.md, branch perf3); with its
-//   accumulators in registers it is ahead on the same machine: core / BLAS
-//   time 0.77-0.99 on one thread (80x512 at K = 10: 1.07) and 0.58-0.98 on
-//   two at K = 8 to 48, 0.74-0.88 at K = 64 to 128 (calls alternating in
-//   one process, bench/README.md, "2026-11-27, sixth session").
-// * AVX2, X^T @ G with at most 8 columns and K < 64: OpenBLAS (level with
-//   the core on one thread, ahead on two).
+//   columns), which keeps its block of C in registers over the short K
+//   that OpenBLAS's packing does not amortise.
+// * AVX2, any other A^T @ B with every side at least 64: OpenBLAS. The core
+//   packs A^T first, and that pass is what it loses there.
+// * AVX2, X^T @ G with at most 8 columns and K < 64: OpenBLAS (too few
+//   columns for the small-K path's register tile; level on one thread,
+//   ahead on two).
 SgemmImpl rule(isa::Level level, bool packed, bool ta, bool tb, int64_t M, int64_t N,
                int64_t K) {
   if (packed) return SgemmImpl::Core;
@@ -173,8 +163,8 @@ bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols) {
     if (*e && std::strcmp(e, "auto") != 0)
       throw Error(std::string("IPUXL_FUSED_UPDATE=") + e + " is not one of auto, always, never");
   }
-  // Rules from bench/fused_update.py (Zen 4, 2 threads, 20th percentiles of
-  // alternating calls; see bench/README.md). Fusing saves a second read and
+  // Rules from bench/fused_update.py (fused / two GEMMs, 2 threads; it
+  // prints this rule's decision beside its timings). Fusing saves a second read and
   // a write of W, so it pays where moving W dominates: a large W, a small
   // batch. Short rows lose (B horizontal sums per row of W, and the GEMMs'
   // register tiles are better used), and so does a batch of 16 on a W of
@@ -182,16 +172,16 @@ bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols) {
   const int64_t elems = rows * cols;
   switch (isa::current()) {
     case isa::Level::AVX512:
-      // 1.03-1.2x for 512- and 784x512 at batches 1-16 and 64x1024 at 1-8;
-      // 0.6-0.95x for W of 96x96 to 1024x64.
+      // faster for W of 512x512 and 784x512 at batches 1-16 and 64x1024 at
+      // 1-8; slower for W of 96x96 to 1024x64.
       return cols >= 256 && elems >= (1 << 16) && (batch <= 8 || elems >= (1 << 18));
     case isa::Level::AVX2:
-      // 1.0-1.2x at batches 4-8 (1.5-1.8x for 64x1024); 0.8-0.9x at batch 1
-      // (the GEMMs' dot-product path) and at 16.
+      // faster at batches 4-8 (taken from batch 2); slower at batch 1 (the
+      // GEMMs' dot-product path is ahead there) and at 16.
       return cols >= 256 && elems >= (1 << 16) && batch >= 2 && batch <= 8;
     default:
-      // 4-wide vectors: the GEMMs are slow, fusing wins 1.0-3.9x except a
-      // batch of 16 on a small W (0.7-0.8x) and 10-column outputs.
+      // 4-wide vectors: the GEMMs are slow, and fusing wins except for a
+      // batch of 16 on a small W and for narrow (10-column) outputs.
       return cols >= 64 && (batch <= 8 || elems >= (1 << 18));
   }
 }

@@ -40,8 +40,8 @@ std::string sgemm_plan_name(bool trans_a, bool trans_b, int64_t M, int64_t N, in
 
 // Whether dX = G @ W^T and W = beta*W + alpha*X^T @ G (G [batch, cols],
 // W [rows, cols], X [batch, rows]) are faster as one MatMulInputGradUpdate
-// pass over W than as two GEMMs, at the level in use (rules measured with
-// bench/fused_update.py, see bench/README.md).
+// pass over W than as two GEMMs, at the level in use (a fixed rule per
+// level, blas.cpp; bench/fused_update.py prints it beside its timings).
 bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols);
 void sgemm_with(SgemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,

@@ -50,15 +50,17 @@ float* alloc_floats(size_t n) {
 
 // Depth of one k-block. A packed B slice (KC x NR floats, 64 KiB at NR 32)
 // is reused from L2 by the row tiles of A; deeper blocks mean fewer passes
-// over C and A. Measured on Zen 5 (bench/gemm.py shapes and 1024^3): KC 512
-// is 2-10% faster than 256 (the L1-resident choice), 1024 no better.
+// over C and A. 512 relies on an L2 of 1 MiB or more per core (it holds the
+// B slice and the MC x KC block of A); 256 would keep the slice in L1 but
+// pass over C twice as often, and 1024 adds nothing once the slice is in L2.
 constexpr int64_t kKC = 512;
 // Rows of A per block: an MC x KC block of A stays in L2.
 constexpr int64_t kMC = 16 * 14;
 // Largest K of the small-K path (X^T @ G at a batch-sized K, run_smallk in
-// gemm_isa.inc): measured faster than run_block up to 128 at AVX-512; at
-// most kKC, so that run_block would use one k-block too and both compute
-// each element with the same chain.
+// gemm_isa.inc): up to 128 its block of C held in registers over the whole
+// K beats run_block's packing of a short K; at most kKC, so that run_block
+// would use one k-block too and both compute each element with the same
+// chain.
 constexpr int64_t kSmallKMax = 128;
 static_assert(kSmallKMax <= kKC, "the small-K path must match run_block's single k-block");
 // Whether C = alpha * A^T @ B + beta * C (B not pre-packed) takes the
@@ -81,14 +83,11 @@ int l1d_ways() {
   }();
   return ways;
 }
-// Products of fewer FLOPs run on the calling thread alone. Measured on the
-// Xeon (family 6 model 207) at AVX-512 with 64-byte aligned operands, two
-// threads, alternating processes (bench/README.md, "2026-11-27, fifth
-// session"): at 3 MFLOP, the b80 and b128 products of the MNIST MLP's
-// 10-wide layer (0.8-1.3 MFLOP) ran 1.07-1.33x slower on one thread than
-// split; the MNIST and transformer steps were level within the noise.
-// Below 0.5 MFLOP (batch 8's 0.08) waking the workers costs more than the
-// product.
+// Products of fewer FLOPs run on the calling thread alone: below 0.5 MFLOP
+// (the MNIST MLP's 10-wide layer at batch 8: 0.08) waking the workers costs
+// more than the product, while from about 1 MFLOP (that layer at batches 80
+// and 128) splitting already pays. The A/B runs: bench/results/2026-11-27.md,
+// fifth session.
 constexpr double kParallelMinFlops = 5.0e5;
 
 // Arguments of a micro-kernel call (see ukernel in gemm_isa.inc).
@@ -220,10 +219,8 @@ struct Vec {
   // The first n (0 < n < 8) floats of v to p, in at most three plain
   // stores (4, 2, 1 floats) rather than one masked store: VMASKMOVPS to
   // memory is slow on AMD cores. The write-back of products with a
-  // narrow last panel (N = 10, MNIST's last layer) ends every row with one.
-  // Alternating processes, AMD EPYC family 25 model 17 (Zen 4), 2 threads,
-  // AVX2 (bench/README.md, "2026-11-27, ninth session"): X^T @ G with
-  // M x N x K = 512 x 10 x 8, 22 -> 31-36 GFLOP/s; 512 x 10 x 128 +20%.
+  // narrow last panel (N = 10, MNIST's last layer) ends every row with one,
+  // so on AMD cores this store decides the speed of such products.
   static void store_tail(float* p, V v, int n) {
     __m128 q = _mm256_castps256_ps128(v);
     if (n >= 4) {

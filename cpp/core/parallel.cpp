@@ -25,9 +25,9 @@ using Clock = std::chrono::steady_clock;
 // follow each other closely, and waking a sleeping vCPU is slow. Measured in
 // time, not in pause instructions (a pause takes ~10 cycles on some cores and
 // ~140 on others). Short, because on a busy machine a spinning worker spends
-// the process's share of the CPU on nothing: the transformer step
-// (bench/transformer_step.py, 4x64x256, 2 threads, load ~9 on 2 vCPUs) took
-// 52-78 ms with ~1 ms of polling and 39-50 ms with ~0.1 ms.
+// the process's share of the CPU on nothing (a training step under load ran
+// faster polling ~0.1 ms than ~1 ms), while a quiet machine's kernels follow
+// each other within that time.
 constexpr auto kSpinTime = std::chrono::microseconds(100);
 // How long the caller polls for chunks other threads are still running
 // before it sleeps until the last one finishes. Sleeping rather than
@@ -46,21 +46,15 @@ constexpr auto kWaitSpinTime = std::chrono::microseconds(30);
 // marks the CPUs contended: jobs run on the caller alone (the same chunks,
 // in order, so the results are the same) for kBackoffMin, doubled for each
 // such job within kBackoffMemory of the previous one, up to kBackoffMax;
-// then they are split again. With one busy-looping process beside it on 2
-// vCPUs (Zen 4, AVX2, bench/README.md, "2026-11-28, eleventh session"): the
-// MNIST step at batch 8 1.45-1.50x faster, the small transformer step
-// 1.33x, batch 128 and the larger transformer level; on a quiet machine
-// level (a job waited that long once or twice in 300 steps). Until the
-// fifteenth session the bound was a wait of half the caller's work: on a
-// busy host, whose load the guest does not see, a worker's vCPU often ran
-// at a half to two thirds of the caller's speed, two-chunk jobs (the pack
-// of a transposed A) waited that long, and the backoff put every job on the
-// caller alone, slower than the two threads still were. Calls alternating
-// with that bound in one process, AVX2, 1024^3 A^T on two threads: 1.07,
-// 1.10 and 1.15x in three runs (34-42 backoffs per run with the old bound,
-// none with this one); with a busy-looping process beside it, the MNIST
-// step level with the old bound and 1.40x faster than with no backoff at
-// batch 8 (bench/README.md, "2026-11-28, fifteenth session").
+// then they are split again. On a quiet machine a job almost never waits
+// that long, so the backoff costs nothing there; with a busy process beside
+// it, the small steps of a training loop run faster on the caller alone.
+// The bound is the caller's whole share of the work, not a fraction of it:
+// on a busy host, whose load the guest does not see, a worker's vCPU can run
+// at a half to two thirds of the caller's speed, and a worker that slow is
+// still worth waiting for (a lower bound put every job on the caller alone,
+// slower than the two threads still were). The A/B runs behind both rules:
+// bench/results/2026-11-28.md, eleventh and fifteenth sessions.
 constexpr auto kStragglerWait = std::chrono::microseconds(250);
 constexpr auto kBackoffMin = std::chrono::milliseconds(5);
 constexpr auto kBackoffMax = std::chrono::milliseconds(160);

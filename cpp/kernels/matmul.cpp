@@ -72,7 +72,7 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   d.expect_shape(*c, Shape{M, N});
   d.expect_shape(*o, Shape{M, N});
   const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
-  const blas::SgemmImpl impl = blas::plan(ta, tb, M, N, K);  // measured once per shape
+  const blas::SgemmImpl impl = blas::plan(ta, tb, M, N, K);  // a fixed rule of the shape
   return make_kernel(
       [=](RunContext&) {
         blas::sgemm_with(impl, ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K,
@@ -163,12 +163,12 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
   bool rhs_fixed = false;
   for (int i : d.host_only_inputs) rhs_fixed = rhs_fixed || i == 1;
   // Pre-packing saves every product the packing of B, a large share of the
-  // work at batch-sized M (bench/gemm.py, core+pack: 80x784x512 at 375
-  // GFLOP/s against 322 packing per call). Above kPrepackMaxM the packing is
+  // work at batch-sized M (bench/gemm.py's core+pack column shows it). Above
+  // kPrepackMaxM the packing is
   // a negligible share and the packed copy not worth its memory.
   constexpr int64_t kPrepackMaxM = 1024;
-  // The core's GEMM or the BLAS, whichever is faster for this shape
-  // (measured once per shape and cached; the fused epilogues are the core's).
+  // The core's GEMM or the BLAS, by the fixed rule of the level and the
+  // shape (blas.cpp; the fused epilogues are the core's).
   const blas::SgemmImpl impl =
       dt == DType::Float32 && !bias
           ? blas::plan(ta, tb, M, N, K, rhs_fixed && nb == 1 && M <= kPrepackMaxM)

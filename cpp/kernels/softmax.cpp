@@ -6,7 +6,7 @@
 // The float32 fast path of the forward softmax (float arithmetic with
 // fastmath::exp) was removed: with it, data-parallel MNIST on 4 replicas
 // drifted from the single-replica run (weights 1.35e-3 apart after 150
-// steps, against 1.2e-7 on this exact path); see bench/README.md. (The same
+// steps, against 1.2e-7 on this exact path). (The same
 // 1.35e-3 shows without it at IPUXL_ISA=avx2, even between two
 // single-replica runs with IPUXL_GEMM=core and =blas: rounding differences
 // tip the ReLU network onto another trajectory, so the fast path was

@@ -338,6 +338,7 @@ def test_custom_op_types_are_declared_with_kernels_and_gradient_rules():
 
 # --- cross-entropy sharded over the IPUs of a replica ----------------------
 
+@pytest.mark.slow  # a large sharded loss
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-6), (np.float16, 1e-2)])
 @pytest.mark.parametrize("n_ipus", [1, 3])
 def test_cross_entropy_sharded_wr_loss_matches_torch(dtype, tol, n_ipus):

@@ -19,6 +19,7 @@ from ipuxl.fp8_utils import host_fp8_mse_scale  # noqa: E402
 RNG = np.random.default_rng(5)
 
 
+@pytest.mark.slow  # trains a conv layer
 @pytest.mark.parametrize("kwargs,tkwargs", [
     ({"strides": (1, 2)}, {"stride": (1, 2)}),
     ({"paddings": "same_upper"}, {"padding": "same"}),

@@ -145,6 +145,7 @@ def _torch_opt(optimiser, params, lr):
     return torch.optim.AdamW(params, lr=lr, eps=1e-5, weight_decay=0.05)
 
 
+@pytest.mark.slow  # trains an MLP
 @pytest.mark.parametrize("optimiser,lr", [("sgd_inline", 0.1), ("sgd_momentum", 0.05),
                                           ("adam_tutorial", 1e-2), ("adamw_addons", 1e-2)])
 def test_mlp_training_matches_torch(optimiser, lr):

@@ -32,6 +32,7 @@ ENV_CASES = [
 ]
 
 
+@pytest.mark.slow  # one subprocess per setting
 @pytest.mark.parametrize("env,match", [c[1:] for c in ENV_CASES], ids=[c[0] for c in ENV_CASES])
 def test_bad_environment_settings_are_named(env, match):
     p = subprocess.run([sys.executable, "-c", PROGRAM], env=dict(os.environ, **env),
@@ -41,6 +42,7 @@ def test_bad_environment_settings_are_named(env, match):
     assert re.search(match, p.stderr), p.stderr[-2000:]
 
 
+@pytest.mark.slow  # one subprocess per setting
 def test_good_environment_settings_give_the_same_result():
     env = dict(os.environ, IPUXL_GEMM="core", IPUXL_FUSED_UPDATE="never", IPUXL_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True,

@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+pytestmark = pytest.mark.slow  # cross-compiles the core and runs it under qemu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "tools", "cross_check", "aarch64.sh")
 

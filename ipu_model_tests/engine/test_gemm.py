@@ -51,6 +51,7 @@ def _check(rng, ta, tb, M, N, K, alpha, beta, impl, pad=(0, 0, 0)):
         np.testing.assert_array_equal(C.base[:, N:], guard[:, N:])
 
 
+@pytest.mark.slow  # large products on every path
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 def test_random_shapes(ta, tb):
@@ -79,6 +80,7 @@ def test_small_and_edge_shapes(ta, tb):
             _check(rng, ta, tb, M, N, K, -1.5, 0.5, AUTO, (3, 5, 2))
 
 
+@pytest.mark.slow  # large products on every path
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("M,N,K", [(8, 512, 784), (80, 512, 784), (128, 512, 512),
@@ -106,6 +108,7 @@ def test_k_blocking_and_alpha_zero():
     np.testing.assert_array_equal(C, 3.0)
 
 
+@pytest.mark.slow  # large products on every path
 def test_threads_one_and_two():
     rng = np.random.default_rng(5)
     n0 = core.num_threads()
@@ -289,6 +292,7 @@ def _same_bits_as_packed(ta, alpha, A, B, beta, C0, msg=""):
     return outs[0]
 
 
+@pytest.mark.slow  # large products on every path
 def test_small_batch_paths_are_exact():
     """The paths for batch-sized products give the same bits as the general
     one (cpp/core/gemm_isa.inc, run_block): op(B) streamed in place for a few
@@ -351,6 +355,7 @@ def _guarded(rows, cols, ld):
     return view, m
 
 
+@pytest.mark.slow  # large products on every path
 def test_narrow_b_streamed_in_place_reads_nothing_past_its_end():
     """A batch-sized product (M up to 16, 84 at AVX-512) streams op(B) in
     place; a panel narrower than the kernel's (N = 10: MNIST's last layer,
@@ -380,6 +385,7 @@ def test_narrow_b_streamed_in_place_reads_nothing_past_its_end():
         core.set_num_threads(n0)
 
 
+@pytest.mark.slow  # large products on every path
 def test_small_k_path_same_bits_as_packed_path():
     """X^T @ G with K <= 128 (the weight gradients at a batch-sized K) runs
     a path of its own (cpp/core/gemm_isa.inc, run_smallk: short, wide tiles,
@@ -417,6 +423,7 @@ def test_small_k_path_same_bits_as_packed_path():
         core.set_num_threads(n0)
 
 
+@pytest.mark.slow  # large products on every path
 def test_blocked_walk_same_bits_as_panel_walk():
     """Products whose op(A) rows cover 1 MiB or more (cpp/core/gemm_isa.inc,
     kBlockedMinA) walk row tiles outer over blocks of packed panels, one
@@ -459,6 +466,7 @@ def test_blocked_walk_same_bits_as_panel_walk():
         core.set_num_threads(n0)
 
 
+@pytest.mark.slow  # large products on every path
 def test_write_bound_row_split_same_bits_at_any_thread_count():
     """Products with K <= 32 large enough for the pool (cpp/core/gemm_isa.inc,
     drive: the write-bound row split at the 4- and 8-wide levels, the column
@@ -512,6 +520,7 @@ def test_write_bound_row_split_same_bits_at_any_thread_count():
         core.set_num_threads(n0)
 
 
+@pytest.mark.slow  # large products on every path
 def test_rows_of_a_4kib_apart_same_bits_as_padded():
     """A read in place (not transposed) whose rows are a multiple of 4 KiB
     apart runs micro-tiles of at most as many rows as the L1 data cache has

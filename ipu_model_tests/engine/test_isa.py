@@ -18,6 +18,8 @@ import pytest
 
 from ipuxl import _core as core
 
+pytestmark = pytest.mark.slow  # reruns test files at every instruction-set level
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)

@@ -1,11 +1,9 @@
 """bench/_stats.py: the paired ratio the benchmarks report."""
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-from _stats import paired_ratio  # noqa: E402
+from repo_modules import load
+
+paired_ratio = load("bench/_stats.py").paired_ratio
 
 
 def test_paired_ratio_cancels_a_drift_shared_by_each_pair():

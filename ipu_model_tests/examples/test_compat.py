@@ -4,6 +4,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import pytest
+
+pytestmark = pytest.mark.slow  # runs scripts in subprocesses
 
 SCRIPT = textwrap.dedent("""
     import sys

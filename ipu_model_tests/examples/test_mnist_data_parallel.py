@@ -12,6 +12,8 @@ import pytest
 
 from ipuxl.datasets import DatasetNotFoundError, find_mnist
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist_data_parallel.py"
 
 

@@ -340,6 +340,7 @@ def test_synthetic_mnist():
         synthetic_mnist(-1)
 
 
+@pytest.mark.slow  # reads the MNIST pickle
 def test_data_dir_holding_the_pickle(tmp_path):
     parts = pickle_parts(9)
     write_pickle(tmp_path / "mnist.pkl.gz", parts)

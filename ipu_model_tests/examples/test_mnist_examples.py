@@ -24,6 +24,8 @@ import pytest
 from ipuxl.datasets import DatasetNotFoundError, find_mnist
 from ipuxl.datasets import mnist as mnist_module
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

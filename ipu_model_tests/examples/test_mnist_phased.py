@@ -2,17 +2,16 @@
 Adam state in remote buffers, batch-serialised phases, IO tiles) trains the
 same weights as the same model without phasing, from the same start."""
 import argparse
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import ipuxl as popxl
+from repo_modules import load
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples"))
-import mnist_phased  # noqa: E402
+pytestmark = pytest.mark.slow  # trains whole examples
+
+mnist_phased = load("examples/mnist_phased.py")
 
 
 def _train(mode, io_mode, start, batches, ga, mb):

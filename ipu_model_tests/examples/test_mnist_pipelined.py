@@ -3,17 +3,16 @@ stages over two IPUs, stashes or recomputation) trains the same weights as
 the same model run micro-batch after micro-batch, and its profile shows both
 IPUs and the copies between them."""
 import argparse
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import ipuxl as popxl
+from repo_modules import load
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples"))
-import mnist_pipelined  # noqa: E402
+pytestmark = pytest.mark.slow  # trains whole examples
+
+mnist_pipelined = load("examples/mnist_pipelined.py")
 
 
 def _train(mode, recompute, batches, ga, mb):

@@ -2,16 +2,16 @@
 step, recovered as (w0 - w1) / lr) and a few steps' losses and weights
 against float64 PyTorch autograd, with and without the host passes. Not a
 timing test."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
+from repo_modules import load
+
+pytestmark = pytest.mark.slow  # trains whole examples
+
 torch = pytest.importorskip("torch")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-import transformer_step as ts  # noqa: E402
+ts = load("bench/transformer_step.py", "bench/_peer.py", "bench/_stats.py")
 
 
 def _torch_grads(size, x, t):

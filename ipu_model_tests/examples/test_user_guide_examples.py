@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains whole examples
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "user_guide"
 
 # name -> substrings its stdout must contain (besides "<name>: OK").

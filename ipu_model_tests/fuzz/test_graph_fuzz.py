@@ -11,6 +11,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graph_fuzz  # noqa: E402
 
+pytestmark = pytest.mark.slow  # hundreds of random graphs
+
 N = int(os.environ.get("IPUXL_FUZZ_CI_GRAPHS", "150"))
 SEED = 20261126
 

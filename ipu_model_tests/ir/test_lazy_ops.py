@@ -56,6 +56,7 @@ def test_public_names_and_star_import():
         ops.no_such_op  # noqa: B018
 
 
+@pytest.mark.slow  # runs fresh interpreters
 def test_import_ipuxl_imports_no_op_family():
     out = run_fresh("""
         import sys
@@ -65,6 +66,7 @@ def test_import_ipuxl_imports_no_op_family():
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow  # runs fresh interpreters
 def test_family_named_after_its_builder_keeps_the_builder():
     # Importing the submodule directly (not through ops.<name>) must not
     # replace the builder ops.call / ops.where with the module.
@@ -79,6 +81,7 @@ def test_family_named_after_its_builder_keeps_the_builder():
     assert out.strip() == "True"
 
 
+@pytest.mark.slow  # runs fresh interpreters
 def test_rules_of_unimported_families_are_found():
     out = run_fresh("""
         import sys
@@ -90,6 +93,7 @@ def test_rules_of_unimported_families_are_found():
     assert out.split() == ["rule", "True"]
 
 
+@pytest.mark.slow  # runs fresh interpreters
 def test_user_rule_survives_the_lazy_import_of_its_family():
     # A user registers a rule for Softmax before ipuxl.ops.softmax is
     # imported; the family's own registration must not replace it.

@@ -20,6 +20,7 @@ def big_ir(nelms=256 * 1024 * 1024):
     return ir, xs, ys
 
 
+@pytest.mark.slow  # models programs of gigabytes
 def test_1gb_variable_does_not_fit():
     ir, _, _ = big_ir()
     with pytest.raises(OutOfMemoryError) as info:
@@ -33,6 +34,7 @@ def test_1gb_variable_does_not_fit():
     assert not e.profile.fits
 
 
+@pytest.mark.slow  # models programs of gigabytes
 def test_ipu_hw_fallback_also_raises(monkeypatch):
     ir, _, _ = big_ir()
     monkeypatch.delenv("IPUXL_REQUIRE_IPU_HW", raising=False)
@@ -40,6 +42,7 @@ def test_ipu_hw_fallback_also_raises(monkeypatch):
         popxl.Session(ir, "ipu_hw")
 
 
+@pytest.mark.slow  # models programs of gigabytes
 def test_run_anyway_and_report_the_overflow(capfd):
     ir, xs, ys = big_ir()
     s = popxl.Session(ir, popxl.IpuModel(allow_out_of_memory=True))
@@ -64,6 +67,7 @@ def test_run_anyway_from_the_environment(monkeypatch):
     assert not s.profile().fits
 
 
+@pytest.mark.slow  # models programs of gigabytes
 def test_cpu_device_has_no_tile_limit():
     ir, xs, ys = big_ir(nelms=64 * 1024 * 1024)
     s = popxl.Session(ir, "cpu")  # 256 MiB on "one tile": no limit

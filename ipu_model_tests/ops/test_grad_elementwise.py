@@ -7,17 +7,13 @@ PyTorch references run in float64 on the same inputs and seeds, so the
 comparison measures ipuxl's error only. Random inputs avoid the points where
 an op is not differentiable (0 for abs/relu/sign, the clip bounds, the jumps
 of fmod)."""
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import ipuxl  # noqa: E402
-import ipuxl.ops as ops  # noqa: E402
-from grad_harness import (default_seeds, grads_of, second_order_of, torch_grads,  # noqa: E402
+import ipuxl
+import ipuxl.ops as ops
+from grad_harness import (default_seeds, grads_of, second_order_of, torch_grads,
                           torch_second_order)
 
 torch = pytest.importorskip("torch")

@@ -179,6 +179,7 @@ def _roi_align_reference(x, rois, bidx, ph, pw, scale, ratio):
     return out
 
 
+@pytest.mark.slow  # large ROI gradients
 @pytest.mark.parametrize("ratio", [2, 0])
 def test_roi_align_value_and_grad(ratio):
     x = RNG.uniform(0, 2, (2, 3, 9, 8)).astype(np.float32)

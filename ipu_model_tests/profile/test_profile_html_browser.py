@@ -30,6 +30,8 @@ import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import profile as prof
 
+pytestmark = pytest.mark.slow  # starts a headless browser
+
 pytest.importorskip("plotly", reason="the profile viewer needs plotly "
                     "(pip install 'ipuxl[profile]')")
 

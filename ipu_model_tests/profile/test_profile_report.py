@@ -91,6 +91,7 @@ def test_load_rejects_other_json(tmp_path):
         prof.load(str(tmp_path / "x.json"))
 
 
+@pytest.mark.slow  # runs scripts in subprocesses
 def test_autoreport_writes_the_profile(tmp_path, monkeypatch):
     d = tmp_path / "reports"
     monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps(
@@ -118,6 +119,7 @@ def _cli(args, cwd):
                           env=_cli_env(), capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # runs scripts in subprocesses
 @pytest.mark.parametrize("device", ["ipu_model", "cpu"])
 def test_cli_profiles_an_unmodified_popxl_script(tmp_path, device):
     script = tmp_path / "prog.py"
@@ -131,6 +133,7 @@ def test_cli_profiles_an_unmodified_popxl_script(tmp_path, device):
     assert fn["call_sites"] == 1
 
 
+@pytest.mark.slow  # runs scripts in subprocesses
 def test_cli_compare(tmp_path):
     ir, _, _ = small_ir()
     prof.profile_ir(ir, name="a").save(str(tmp_path / "a.json"))
@@ -140,6 +143,7 @@ def test_cli_compare(tmp_path):
     assert "b / a" in r.stdout and "cycles" in r.stdout and "total" in r.stdout
 
 
+@pytest.mark.slow  # runs scripts in subprocesses
 def test_cli_without_a_script():
     r = _cli([], ".")
     assert r.returncode == 2 and "give a script" in r.stderr

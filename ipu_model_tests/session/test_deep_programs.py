@@ -5,6 +5,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -33,6 +34,7 @@ def _nested(depth):
     return ir, streams
 
 
+@pytest.mark.slow  # builds and runs 10,000 nested calls
 def test_ten_thousand_nested_calls_on_default_stacks():
     # The default recursion limit and a default-sized thread stack: nothing
     # may recurse per call level.

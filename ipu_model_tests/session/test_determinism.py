@@ -59,6 +59,7 @@ def _run(batch, hash_seed):
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # runs the program in fresh processes
 @pytest.mark.parametrize("batch", [8, 128])
 def test_same_program_same_names_and_numbers(batch):
     a, b = _run(batch, 0), _run(batch, 4242)

@@ -126,6 +126,7 @@ def test_shared_training_matches_the_default_session():
     np.testing.assert_array_equal(finals[0], finals[1])
 
 
+@pytest.mark.slow  # trains two sessions
 def test_with_two_live_sessions_on_one_ir_neither_shares():
     ir, xs, ys, w, b, w0, b0 = _inference_ir()
     first = popxl.Session(ir, "ipu_model")

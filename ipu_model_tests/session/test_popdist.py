@@ -25,6 +25,9 @@ import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import popdist
 from ipuxl.popdist.launcher import LaunchError, poprun_command
+from repo_modules import load
+
+pytestmark = pytest.mark.slow  # starts MPI jobs of several processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mnist_data_parallel.py"
@@ -404,11 +407,7 @@ def test_training_on_two_instances_matches_one_process(tmp_path, total, exchange
     2 instances x R/2 replicas: the same weights (to float32 rounding; in
     fact bit for bit, as the reductions run in the same order), on both
     instances."""
-    sys.path.insert(0, str(EXAMPLE.parent))
-    try:
-        import mnist_data_parallel as dp
-    finally:
-        sys.path.pop(0)
+    dp = load("examples/mnist_data_parallel.py")
     steps, batch = 12, 32
     data = dp.get_data("synthetic", steps * batch, 10, 0)[0]
     want, _, _ = dp.train(total, data, batch, 0.05, steps, 0, verbose=False)

@@ -253,6 +253,7 @@ def test_messages_do_not_stutter():
     assert "one of one of" not in str(e.value)
 
 
+@pytest.mark.slow  # runs a subprocess
 def test_ipuxl_run_without_a_script_prints_usage():
     out = subprocess.run([sys.executable, "-m", "ipuxl", "run"], capture_output=True, text=True)
     assert out.returncode == 2

@@ -196,6 +196,7 @@ _PROGRAM = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # runs fresh interpreters
 def test_same_graph_under_different_hash_seeds():
     outs = []
     for seed in ("0", "12345"):

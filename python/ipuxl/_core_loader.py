@@ -128,6 +128,26 @@ def _check_settings() -> None:
         raise ValueError(f"IPUXL_NUM_THREADS={v} is not a positive integer")
 
 
+def _conv_options_from_env() -> dict:
+    """The convolution plan's switches (``core.set_conv_options``; see
+    cpp/kernels/conv/options.hpp) from ``IPUXL_CONV_NO_WINOGRAD``,
+    ``IPUXL_CONV_NO_DIRECT``, ``IPUXL_CONV_NO_TAP``, ``IPUXL_CONV_NO_COLS``
+    and ``IPUXL_CONV_NO_OC``: a variable that is set (to any value) turns
+    that form off, for comparisons. Read each time a program is built
+    (:func:`apply_conv_options`), so a switch set after import holds for the
+    programs built after it."""
+    names = {"no_winograd": "IPUXL_CONV_NO_WINOGRAD", "no_direct": "IPUXL_CONV_NO_DIRECT",
+             "no_tap": "IPUXL_CONV_NO_TAP", "no_cols": "IPUXL_CONV_NO_COLS",
+             "no_oc": "IPUXL_CONV_NO_OC"}
+    return {opt: os.environ.get(var) is not None for opt, var in names.items()}
+
+
+def apply_conv_options() -> None:
+    """Hands the convolution switches to the core; called before each
+    Engine is built (its convolution kernels read them then)."""
+    core.set_conv_options(**_conv_options_from_env())
+
+
 _check_settings()
 core = _load_core()
 isa = core.isa()  # the instruction-set level: raises ValueError for a bad IPUXL_ISA

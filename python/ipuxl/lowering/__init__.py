@@ -17,7 +17,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from .._core_loader import core
+from .._core_loader import apply_conv_options, core
 from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
@@ -196,6 +196,7 @@ def build(ir, passes=None) -> LoweredProgram:
         counts = host_passes.apply(host, names)
         desc, tensor_index, stream_index = to_desc(host)
         faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
+    apply_conv_options()
     engine = core.Engine(desc, 0, faithful_desc)
     lp = LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)
     # The faithful program's description, for the IPU model (the host one

@@ -2,7 +2,7 @@
 float8 forms ``conv_pow2scaled`` / ``conv_transpose_pow2scaled`` (PopART's
 ConvOp and ConvTransposeOp, ONNX semantics, NC[D]HW layout).
 
-Op types (kernels in ``cpp/kernels/conv.cpp``):
+Op types (kernels in ``cpp/kernels/conv/``):
 
 * ``Conv`` (x, w) -> y; ``ConvPow2Scaled`` (x, w, log2_scale) -> float16;
 * ``ConvDataGrad`` (dy, w) -> dx: the input gradient of a Conv, which is

@@ -285,6 +285,11 @@ class Communicator:
             self.native, self.native_reason = _native_exchange(self, self.timeout)
             if self.native is None and mode == "native":
                 raise InstanceError(f"popdist: {EXCHANGE_ENV}=native, but {self.native_reason}")
+        if self.rank == 0:  # once per job: which path the collectives take
+            how = ("ipuxl._mpi_exchange (C, called by the engine without the GIL)"
+                   if self.native is not None else f"mpi4py ({self.native_reason})")
+            print(f"ipuxl poprun: collectives between instances go through {how}",
+                  file=sys.stderr, flush=True)
         self._watchdog = None  # started by the first wait of the mpi4py path
 
     def _wait(self, reqs, what: str) -> None:

@@ -6,8 +6,8 @@ read once, gives its column of ``dX``, and is updated.
 
 Relies on, and checks: the last entry before the update that touches ``W``
 is that input gradient (plain, run, float32, shapes matching); nothing in
-between writes ``X`` or ``G`` or reads ``dX``; the shape is one the core
-measured faster fused at the instruction-set level in use
+between writes ``X`` or ``G`` or reads ``dX``; the shape is one the core's
+fixed per-level rule runs faster fused at the instruction-set level in use
 (``core.prefer_fused_input_grad_update``; ``IPUXL_FUSED_UPDATE=always|never``
 overrides it). Runs after ``skip_dead_ops``: an input gradient nobody reads
 stays unrun instead.

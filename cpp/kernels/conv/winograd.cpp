@@ -1,4 +1,4 @@
-// Winograd F(2x2, 3x3) convolution (see conv_winograd.hpp).
+// Winograd F(2x2, 3x3) convolution (see winograd.hpp).
 //
 // With d the 4x4 inputs under a 2x2 block of outputs and g a 3x3 kernel,
 //   Y = A^T [ (G g G^T) (.) (B^T d B) ] A
@@ -37,7 +37,7 @@
 // Memory: the input copy (at most 2^24 floats, see applies), the
 // transformed kernels and each thread's block buffers are kept by the
 // threads for their next call (grown, never shrunk).
-#include "conv_winograd.hpp"
+#include "winograd.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -46,9 +46,9 @@
 #include <memory>
 #include <new>
 
-#include "../core/gemm.hpp"
-#include "../core/isa.hpp"
-#include "../core/parallel.hpp"
+#include "../../core/gemm.hpp"
+#include "../../core/isa.hpp"
+#include "../../core/parallel.hpp"
 
 namespace ipuxl {
 namespace conv_winograd {
@@ -571,7 +571,6 @@ void run_block(const Problem& p, const Layout& L, int64_t gi, int64_t t0, int64_
 }  // namespace
 
 bool applies(const Problem& p) {
-  if (std::getenv("IPUXL_CONV_NO_WINOGRAD") != nullptr) return false;
   if (p.Cg < 32 || p.Mg < 32 || p.OH < 2 || p.OW < 2) return false;
   const Layout L(p);
   return p.N * p.G * L.PH * L.PW * p.Cg <= (int64_t(1) << 24);

@@ -2,7 +2,7 @@
 // dilations (Lavin and Gray, "Fast Algorithms for Convolutional Neural
 // Networks", 2016): each 2x2 block of outputs from the 4x4 block of inputs
 // under it, with 16 multiplications per (input, output channel) pair
-// instead of 36. Used by conv.cpp for the forward, the data gradient (as a
+// instead of 36. Used by the convolution plan (plan.cpp) for the forward, the data gradient (as a
 // forward of dy) and the weight gradient.
 #pragma once
 
@@ -22,13 +22,13 @@ struct Problem {
 // Whether this form runs the problem: 32+ channels per group on both sides
 // (the 16 products per block are GEMMs over the input channels), and the
 // channels-last copy of the batch within 2^24 floats.
-// IPUXL_CONV_NO_WINOGRAD=1 turns it off (for comparisons).
+// (ConvOptions::no_winograd keeps the plan from choosing it.)
 bool applies(const Problem& p);
 
 // Y[N][G*Mg][OH][OW] = the convolution of X[N][G*Cg][IH][IW] with W, where
 // W is [G*Mg][Cg][3][3], or, with `flipped`, [G*Cg][Mg][3][3] read
 // transposed per group with the taps reversed (a data gradient run as a
-// forward, as conv.cpp's data_grad_as_forward describes). Returns false,
+// forward, as geom.hpp's data_grad_as_forward describes). Returns false,
 // with Y untouched, when X or W holds an infinity or NaN: the transforms
 // add and subtract inputs whose products the direct sum keeps apart, so
 // inf - inf would give NaN where the direct form gives inf.
