@@ -359,7 +359,7 @@ def test_the_core_refuses_a_view_into_an_existing_tensor():
         ops.remote_load_(rb, 0, dst)
     prog = lower(ir)
     (e,) = [e for e in prog.entries[ir.main_graph] if e.kind == "remote_load"]
-    e.attrs = {"view_streaming_memory": 1}
+    e.view_streaming_memory = True
     desc = to_desc(prog)[0]
     with pytest.raises(ValueError, match="RemoteLoad op 'remote_load_inplace': only a load into "
                                          "a new intermediate tensor can view Streaming Memory"):

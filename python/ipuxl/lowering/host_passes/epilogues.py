@@ -32,8 +32,9 @@ def run(prog: Program) -> int:
             last = entries.index(absorbed[-1])
             attrs = {k: v for k, v in m.attrs.items() if k in ("trans_lhs", "trans_rhs")}
             attrs["epilogue"] = kind
-            entries[last] = Entry(m.op, "kernel", "MatMul", m.inputs[:2] + [bias], [final],
-                                  attrs, (), (), False)
+            entries[last] = m.derive(kernel="MatMul", inputs=m.inputs[:2] + [bias],
+                                     outputs=[final], attrs=attrs, aliases=(), modified=(),
+                                     side_effects=False)
             for e in absorbed[:-1]:
                 entries.remove(e)
             entries.remove(m)
