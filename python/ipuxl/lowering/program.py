@@ -19,7 +19,7 @@ from .._core_loader import core
 __all__ = ["Entry", "Program", "LoweredTensor", "SyntheticTensor", "to_desc", "tensor_record"]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Entry:
     """One op as the core receives it: every field of its core OpRecord.
 
@@ -33,7 +33,9 @@ class Entry:
     op, which the IPU model never sees); ``code_load_graph``: the graph a
     code load loads. ``view_streaming_memory`` (remote_load) and
     ``write_host_directly`` (host_store) are host-pass decisions.
-    Host passes derive entries with :meth:`derive`.
+    The record is frozen: host passes put a changed copy in its place
+    (:meth:`derive`); they may still edit its lists in place. Entries
+    compare by identity, as list positions are looked up by entry.
     """
 
     op: object
@@ -67,12 +69,13 @@ class Entry:
     write_host_directly: bool = False
 
     def __post_init__(self):
-        self.inputs = list(self.inputs)
-        self.outputs = list(self.outputs)
-        self.aliases = [tuple(a) for a in self.aliases]
-        self.modified = sorted(set(self.modified))
-        self.graphs = list(self.graphs)
-        self.branch_inputs = [list(b) for b in self.branch_inputs]
+        # Own copies of the sequences (a derived entry shares none with its source).
+        for name, value in (("inputs", list(self.inputs)), ("outputs", list(self.outputs)),
+                            ("aliases", [tuple(a) for a in self.aliases]),
+                            ("modified", sorted(set(self.modified))),
+                            ("graphs", list(self.graphs)),
+                            ("branch_inputs", [list(b) for b in self.branch_inputs])):
+            object.__setattr__(self, name, value)
 
     def derive(self, **changes) -> "Entry":
         """A copy with ``changes`` (the same op, name and placement)."""

@@ -132,6 +132,6 @@ def _fold_one(prog: Program, p, u: Entry, sites) -> bool:
     del g_entries[gm_pos]
     del g_outs[k]
     del m.outputs[k]
-    m.modified = sorted(set(m.modified) | {j})
+    entries[pm] = m.derive(modified=sorted(set(m.modified) | {j}))
     entries.remove(u)
     return True
