@@ -118,8 +118,10 @@ class Model {
   void run();
 
  private:
+  // Each section is one file. Passes (in run()'s order): setup_target,
+  // collect_binds, map_and_cost, code_instances, code_walk,
+  // liveness_and_cycles, executions, finish; the rest are their helpers.
   // ---- setup, elided copies, executions, the report (model.cpp)
-  // ------------------------------------------------------------ elided copies
   // The lowering binds a call site's tensors in place of the callee's
   // parameters (a host simulator rebinds pointers per call). On the IPU a
   // Function works on fixed tensors, so PopART's AliasZeroCopy can only
@@ -130,7 +132,6 @@ class Model {
   void collect_binds();
   // The copies a Bind node stands for on the IPU: (src, dst) pairs.
   std::vector<std::pair<int, int>> bound_copies(const Node& n) const;
-  // ------------------------------------------------------------------ target
   void setup_target();
   // Times each graph runs in one run of the main program: Repeat multiplies
   // by its trip count; an If counts its longer branch (the static estimate).
@@ -155,12 +156,10 @@ class Model {
   void add_each(std::vector<double>& v, const TileMap& m, double each) const;
   void add_map(std::vector<double>& v, const TileMap& m, double w) const;
   void add_ipu(std::vector<double>& v, int ipu, double each) const;
-  // ------------------------------------------------------------ vertex types
   int vtype(const std::string& name, int64_t code_bytes);
   void set_map(int t, const TileMap& m);
   void ensure_linear(int t);
   Xch exchange_in(const TileMap& src, int dst_ipu, int64_t bytes_per_tile, int64_t total_bytes, int share = 1) const;
-  // -------------------------------------------------------- mapping + costs
   void map_and_cost();
   // Inputs that must be exchanged to the op's tiles: their bytes per tile.
   void inputs_exchange(const OpRecord& op, OpCost& c, const TileMap& out, int64_t out_nelms);
@@ -178,7 +177,6 @@ class Model {
     const int base = m.ipu * t_.tiles_per_ipu + m.set_begin;
     for (int i = 0; i < m.count; ++i) f(base + (m.first + i) % m.set_size, i + 1 == m.count ? m.last : m.per_tile);
   }
-  // ----------------------------------------------------------------- mapping
   bool mapped(int t) const { return mapped_[al_.root[t]]; }
   const TileMap& mapping(int t) const { return map_[al_.root[t]]; }
 
@@ -263,7 +261,6 @@ class Model {
   void cost_conv(const OpRecord& op, OpCost& c);
 
   // ---- code instances and code size (code.cpp)
-  // --------------------------------------------------------- code instances
   // How many copies of each graph's code the program holds: a graph called
   // by Call/Repeat is one Function (1); each If site inlines its branch
   // graphs (IfOpx::callBranch adds the branch's sequences in place, §1.3).
@@ -281,7 +278,6 @@ class Model {
   void remote_buffers();
 
   // ---- liveness and cycles over program steps (liveness.cpp)
-  // ----------------------------------------------------- liveness + cycles
   bool always_live(int t) const;
   int64_t copy_cycles(int src, int dst) const;
   int64_t seq_cycles(const Node& n, bool callees = true) const;

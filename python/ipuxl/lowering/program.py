@@ -173,8 +173,8 @@ def _placement(t) -> tuple:
         inferred = t._virtual_graph_id()
         if inferred != -1:
             ipu = inferred
-    return ipu if ipu is not None else 0, "io" if getattr(t, "_tile_set", "compute") == "io" else \
-        "compute"
+    tile_set = "io" if getattr(t, "_tile_set", "compute") == "io" else "compute"
+    return ipu if ipu is not None else 0, tile_set
 
 
 def _code(enum, name: str) -> int:
@@ -185,7 +185,8 @@ def to_desc(prog: Program, with_data: bool = True):
     """The core ProgramDesc of ``prog``, and ``{tensor: core index}``,
     ``{stream: core index}``. ``with_data=False`` leaves constants' data out
     (a description for reports, never run). It reads the program's own
-    records (:class:`Entry`, :class:`LoweredTensor`), nothing of the Ir's."""
+    records (:class:`Entry`, :class:`LoweredTensor`) and the streams and
+    remote buffers it lists: no Ir op, no Ir tensor, no OpDef."""
     desc = core.ProgramDesc()
     desc.replicas = prog.replicas
     if prog.global_replicas is not None:

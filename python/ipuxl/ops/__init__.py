@@ -12,7 +12,6 @@ op type has no gradient rule (``ipuxl.grad``).
 import ast
 import importlib
 import os
-import re
 import sys
 import types
 
@@ -24,18 +23,20 @@ _NOT_FAMILIES = ("__init__", "rules", "utils", "indexing")
 def _declared_all(path: str) -> tuple:
     """The names a module's ``__all__ = [...]`` assignment lists, read from
     its source without importing it (a family is imported on first use)."""
-    lines = open(path, encoding="utf-8").read().split("\n")
-    for i, line in enumerate(lines):
-        m = re.match(r"__all__\s*(:[^=]*)?=\s*", line)
-        if not m:
-            continue
-        text = line[m.end():]
-        for more in lines[i + 1:] + [""]:
-            try:
-                return tuple(ast.literal_eval(text))
-            except (SyntaxError, ValueError):
-                text += "\n" + more
-        raise ImportError(f"{path}: __all__ must be a literal list of names")
+    with open(path, encoding="utf-8") as f:
+        for line in f:  # __all__ is near the top: read no further
+            if not line.startswith("__all__"):
+                continue
+            text = line.split("=", 1)[1]
+            while True:
+                try:
+                    return tuple(ast.literal_eval(text))
+                except (SyntaxError, ValueError):
+                    more = f.readline()
+                    if not more:
+                        raise ImportError(
+                            f"{path}: __all__ must be a literal list of names") from None
+                    text += more
     raise ImportError(f"{path}: an op family must declare its builders in __all__")
 
 

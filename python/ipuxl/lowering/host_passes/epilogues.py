@@ -10,7 +10,7 @@ no intermediate result is a graph output. The fused GEMM runs where the last
 fused op ran (so the bias exists, whatever the schedule), which needs that
 no entry in between writes (a view of) an operand or the bias.
 """
-from ..program import Entry, Program
+from ..program import Program
 from .analysis import alias_roots, is_f32, readers, writes_between
 
 NAME = "fuse_epilogues"
