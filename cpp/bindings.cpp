@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "core/blas.hpp"
 #include "exec/engine.hpp"
@@ -81,7 +82,6 @@ model::Options model_options(const py::dict& d) {
     else if (k == "host_bandwidth") o.host_bytes_per_second = v.cast<double>();
     else if (k == "streaming_bandwidth") o.streaming_bytes_per_second = v.cast<double>();
     else if (k == "available_memory_proportion") o.available_memory_proportion = v.cast<double>();
-    else if (k == "code_loads") o.code_loads = v.cast<std::vector<std::pair<int, int>>>();
     else throw Error("ipu_model: unknown option '" + k + "'");
   }
   return o;
@@ -127,17 +127,14 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   py::list name, type, kind, cls, graph, vertex, plan;
   std::vector<int64_t> ipu, dest, obytes, tiles, cycles, comp, exch, temp, state, xcode, ccode;
   std::vector<double> execs, flops;
-  static const char* kinds[] = {"kernel",     "call",       "repeat",      "if",          "host_load",
-                                "host_store", "collective", "remote_load", "remote_store",
-                                "ipu_copy"};
-  static_assert(sizeof(kinds) / sizeof(kinds[0]) == kNumOpKinds, "a name per op kind");
   for (int i : idx) {
     const auto& op = d.ops[i];
     const auto& o = r.ops[i];
     name.append(op.name);
     type.append(op.type);
-    kind.append(kinds[(int)op.kind]);
-    cls.append(op.cost_class);
+    kind.append(op_kind_name(op.kind));
+    // Ops of other kinds are costed by their kind: that names their class.
+    cls.append(op.kind == OpKind::Kernel ? cost_class_name(op.cost_class) : op_kind_name(op.kind));
     graph.append(d.graphs[op.graph].name);
     vertex.append(o.vertex);
     plan.append(o.plan);
@@ -273,12 +270,54 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
 }
 
 
+// Exports enum E to Python with its C++ names (name_of) for its codes
+// 0..count-1: the frontend's tables are read from these.
+template <class E>
+void export_enum(py::module_& m, const char* py_name, int count, const char* (*name_of)(E),
+                 const char* doc) {
+  py::enum_<E> e(m, py_name, doc);
+  for (int i = 0; i < count; ++i) e.value(name_of((E)i), (E)i);
+}
+
+// A code received from Python, checked against its enum's bound.
+template <class E>
+E checked_code(int code, int count, const std::string& op, const char* what) {
+  if (code < 0 || code >= count)
+    throw Error("op '" + op + "': invalid " + what + " " + std::to_string(code) + " (expected 0.." +
+                std::to_string(count - 1) + ")");
+  return (E)code;
+}
+
+std::pair<int64_t, int64_t> pair_of(const std::vector<int64_t>& v, const std::string& op,
+                                    const char* what) {
+  if (v.empty()) return {0, 0};
+  if (v.size() != 2) throw Error("op '" + op + "': " + what + " takes (other dtypes, float16)");
+  return {v[0], v[1]};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ipuxl C++ core: lowering, memory planning and the IPU-model engine";
 
   m.attr("split_all_reduce_bytes") = kSplitAllReduceBytes;  // see collectives.hpp
+
+  export_enum<DType>(m, "DType", kNumDTypes, dtype_name, "Element types (PopXL's names).");
+  export_enum<TensorKind>(m, "TensorKind", kNumTensorKinds, tensor_kind_name,
+                          "What a tensor of a ProgramDesc is.");
+  export_enum<OpKind>(m, "OpKind", kNumOpKinds, op_kind_name,
+                      "How the lowering treats an op (OpDef.kind).");
+  export_enum<CollectiveKind>(m, "CollectiveKind", kNumCollectiveKinds, collective_kind_name,
+                              "What a collective computes across replicas.");
+  export_enum<ReduceOp>(m, "ReduceOp", kNumReduceOps, reduce_op_name,
+                        "Reductions of collectives (PopXL's CollectiveOps, and 'local').");
+  export_enum<TileSet>(m, "TileSet", kNumTileSets, tile_set_name, "Compute or IO tiles.");
+  export_enum<ExecContext>(m, "ExecContext", kNumExecContexts, exec_context_name,
+                           "PopART's execution contexts.");
+  export_enum<CostClass>(m, "CostClass", kNumCostClasses, cost_class_name,
+                         "The IPU model's cost classes (OpDef.cost).");
+  m.def("dtype_size", [](DType t) { return dtype_size(t); }, py::arg("dtype"),
+        "Bytes per element of a dtype in the core.");
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -301,10 +340,10 @@ PYBIND11_MODULE(_core, m) {
           "add_tensor",
           [](ProgramDesc& d, int graph, const std::string& name, int dtype, Shape shape, int kind,
              int ipu, int tile_set) {
-            if (kind < 0 || kind > 3) throw Error("invalid tensor kind");
-            if (tile_set < 0 || tile_set > 1) throw Error("invalid tile set");
-            return d.add_tensor(graph, name, to_dtype(dtype), shape, (TensorKind)kind,
-                                Placement{ipu, (TileSet)tile_set});
+            return d.add_tensor(
+                graph, name, to_dtype(dtype), shape,
+                checked_code<TensorKind>(kind, kNumTensorKinds, name, "tensor kind"),
+                Placement{ipu, checked_code<TileSet>(tile_set, kNumTileSets, name, "tile set")});
           },
           py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("kind"),
           py::arg("ipu") = 0, py::arg("tile_set") = 0)
@@ -322,19 +361,16 @@ PYBIND11_MODULE(_core, m) {
              const std::string& kernel, int kind, std::vector<int> modified,
              bool side_effects, int ipu, int tile_set, int context, int stream,
              int64_t trip_count, std::vector<std::vector<int>> branch_inputs, bool skip,
-             const std::string& cost_class, int remote_buffer, int collective_kind,
-             int reduce_op, std::vector<int> group_of, int exchange_group) {
-            if (kind < 0 || kind >= kNumOpKinds) throw Error("op '" + name + "': invalid op kind");
-            if (collective_kind < 0 || collective_kind > 2)
-              throw Error("op '" + name + "': invalid collective kind");
-            if (reduce_op < 0 || reduce_op > 8) throw Error("op '" + name + "': invalid reduction");
-            if (tile_set < 0 || tile_set > 1) throw Error("op '" + name + "': invalid tile set");
-            if (context < 0 || context > 5) throw Error("op '" + name + "': invalid context");
+             int cost_class, int remote_buffer, int collective_kind,
+             int reduce_op, std::vector<int> group_of, int exchange_group,
+             const std::string& cost_vertex, std::vector<int64_t> cost_header,
+             std::vector<int64_t> cost_per_vector, std::vector<int64_t> cost_unroll,
+             bool view_streaming_memory, bool write_host_directly, int code_load_graph) {
             OpRecord r;
             r.type = type;
             r.kernel = kernel.empty() && kind == 0 ? type : kernel;
             r.name = name;
-            r.kind = (OpKind)kind;
+            r.kind = checked_code<OpKind>(kind, kNumOpKinds, name, "op kind");
             r.graph = graph;
             r.in = std::move(in);
             r.out = std::move(out);
@@ -346,17 +382,28 @@ PYBIND11_MODULE(_core, m) {
             r.aliases = std::move(aliases);
             r.modified = std::move(modified);
             r.side_effects = side_effects;
-            r.placement = Placement{ipu, (TileSet)tile_set};
-            r.context = (ExecContext)context;
+            r.placement = Placement{ipu, checked_code<TileSet>(tile_set, kNumTileSets, name,
+                                                               "tile set")};
+            r.context = checked_code<ExecContext>(context, kNumExecContexts, name, "context");
             r.stream = stream;
             r.trip_count = trip_count;
             r.branch_inputs = std::move(branch_inputs);
             r.skip = skip;
-            r.cost_class = cost_class;
+            r.cost_class = checked_code<CostClass>(cost_class, kNumCostClasses, name,
+                                                   "cost class");
+            r.cost.vertex = cost_vertex.empty() ? type : cost_vertex;
+            std::tie(r.cost.header[0], r.cost.header[1]) = pair_of(cost_header, name, "header");
+            std::tie(r.cost.per_vector[0], r.cost.per_vector[1]) =
+                pair_of(cost_per_vector, name, "per_vector");
+            std::tie(r.cost.unroll[0], r.cost.unroll[1]) = pair_of(cost_unroll, name, "unroll");
+            r.view_streaming_memory = view_streaming_memory;
+            r.write_host_directly = write_host_directly;
+            r.code_load_graph = code_load_graph;
             r.remote_buffer = remote_buffer;
             r.exchange_group = exchange_group;
-            r.collective.kind = (CollectiveKind)collective_kind;
-            r.collective.op = (ReduceOp)reduce_op;
+            r.collective.kind = checked_code<CollectiveKind>(collective_kind, kNumCollectiveKinds,
+                                                             name, "collective kind");
+            r.collective.op = checked_code<ReduceOp>(reduce_op, kNumReduceOps, name, "reduction");
             r.collective.group_of = std::move(group_of);
             return d.add_op(std::move(r));
           },
@@ -366,16 +413,24 @@ PYBIND11_MODULE(_core, m) {
           py::arg("side_effects") = false, py::arg("ipu") = 0, py::arg("tile_set") = 0,
           py::arg("context") = 0, py::arg("stream") = -1, py::arg("trip_count") = 0,
           py::arg("branch_inputs") = std::vector<std::vector<int>>{}, py::arg("skip") = false,
-          py::arg("cost_class") = "", py::arg("remote_buffer") = -1,
+          py::arg("cost_class") = 0, py::arg("remote_buffer") = -1,
           py::arg("collective_kind") = 0, py::arg("reduce_op") = 0,
           py::arg("group_of") = std::vector<int>{}, py::arg("exchange_group") = -1,
-          "Adds an op record. kind: 0 kernel, 1 call, 2 repeat, 3 if, 4 host_load, 5 "
-          "host_store, 6 collective (collective_kind: 0 all-reduce, 1 all-gather, 2 "
-          "reduce-scatter; reduce_op: 0 add, 1 mean, 2 mul, 3 min, 4 max, 5 and, 6 or, 7 "
-          "square_add, 8 local; group_of: the group of each replica), 7 remote_load, 8 "
-          "remote_store (remote_buffer), 9 ipu_copy (ipu: the source IPU; the output "
-          "tensor's placement: the destination); exchange_group: ops merged into one MultiExchange "
-          "share it; kernel defaults to the type.")
+          py::arg("cost_vertex") = "", py::arg("cost_header") = std::vector<int64_t>{},
+          py::arg("cost_per_vector") = std::vector<int64_t>{},
+          py::arg("cost_unroll") = std::vector<int64_t>{},
+          py::arg("view_streaming_memory") = false, py::arg("write_host_directly") = false,
+          py::arg("code_load_graph") = -1,
+          "Adds an op record. kind, tile_set, context, collective_kind, reduce_op and "
+          "cost_class are codes of the enums OpKind, TileSet, ExecContext, CollectiveKind, "
+          "ReduceOp and CostClass of this module (collective: group_of is the group of each "
+          "replica; remote_load / remote_store: remote_buffer; ipu_copy: ipu is the source IPU, "
+          "the output tensor's placement the destination); exchange_group: ops merged into one "
+          "MultiExchange share it; kernel defaults to the type; cost_vertex (default: the type), "
+          "cost_header, cost_per_vector, cost_unroll: the cost class's parameters, each (other "
+          "dtypes, float16) or empty; view_streaming_memory (remote_load) and "
+          "write_host_directly (host_store): host-pass decisions; code_load_graph: the graph a "
+          "code_load op loads.")
       .def(
           "add_remote_buffer",
           [](ProgramDesc& d, const std::string& name, int dtype, Shape shape, int64_t entries) {

@@ -1,7 +1,8 @@
 // Element types shared by the Python frontend and the C++ core.
 //
-// The numeric codes are part of the Python<->C++ contract: ipuxl/dtypes.py
-// assigns the same code to each dtype, so keep the two lists in step.
+// The numeric codes are part of the Python<->C++ contract: the bindings
+// export this enum (ipuxl._core.DType, named by dtype_name) and
+// ipuxl/dtypes.py reads each dtype's code from there.
 #pragma once
 
 #include <cmath>

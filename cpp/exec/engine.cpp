@@ -53,9 +53,7 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
   view_load_.assign(desc_->ops.size(), 0);
   for (size_t i = 0; i < desc_->ops.size(); ++i) {
     const auto& op = desc_->ops[i];
-    if (op.kind != OpKind::RemoteLoad || !op.attrs.has("view_streaming_memory") ||
-        !op.attrs.i("view_streaming_memory"))
-      continue;
+    if (!op.view_streaming_memory) continue;
     const int t = op.out[0];
     if (op.in[0] >= 0 || al_.root[(size_t)t] != t ||
         desc_->tensors[(size_t)t].kind != TensorKind::Intermediate)
@@ -67,9 +65,7 @@ Engine::Engine(std::shared_ptr<const ProgramDesc> desc, int main_graph,
   for (const auto& op : desc_->ops)
     if (op.kind == OpKind::HostStore) stores_of[(size_t)op.stream]++;
   for (const auto& op : desc_->ops) {
-    if (op.kind != OpKind::HostStore || !op.attrs.has("write_host_directly") ||
-        !op.attrs.i("write_host_directly"))
-      continue;
+    if (!op.write_host_directly) continue;
     // What the host pass direct_host_stores checked, and what the run
     // relies on: the store runs once per run at transfer 0 (the stream's
     // only store, at the top of the main program) and the storage of its

@@ -106,10 +106,10 @@ class Engine {
   Executable exe_;
   std::set<int> program_written_;  // roots any op of the program writes
   // Per op: a RemoteLoad whose tensor views its Streaming Memory entry
-  // instead of receiving a copy (attribute view_streaming_memory).
+  // instead of receiving a copy (OpRecord::view_streaming_memory).
   std::vector<uint8_t> view_load_;
   // (stream, tensor) of each HostStore whose tensor is computed straight
-  // into the run's host array (attribute write_host_directly).
+  // into the run's host array (OpRecord::write_host_directly).
   std::vector<std::pair<int, int>> direct_stores_;
   // Points each direct store's tensor (and its aliases) at its transfer in
   // the host array for this run, where the array allows; returns what to

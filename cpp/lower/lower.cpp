@@ -5,6 +5,21 @@
 
 namespace ipuxl {
 
+const char* program_step_name(ProgramStep s) {
+  switch (s) {
+    case ProgramStep::Execute: return "Execute";
+    case ProgramStep::Collective: return "Collective";
+    case ProgramStep::RemoteCopy: return "RemoteCopy";
+    case ProgramStep::Copy: return "Copy";
+    case ProgramStep::IpuCopy: return "IpuCopy";
+    case ProgramStep::Call: return "Call";
+    case ProgramStep::Repeat: return "Repeat";
+    case ProgramStep::If: return "If";
+    case ProgramStep::StreamCopy: return "StreamCopy";
+  }
+  return "?";
+}
+
 const char* program_name(int id) {
   switch (id) {
     case kMainProgram: return "main";
@@ -319,11 +334,9 @@ void describe_node(std::ostream& os, const Node& n, const Lowered& low, const Pr
     case NodeKind::Collective: {
       const auto& op = d.ops[n.op];
       static const char* kinds[] = {"AllReduce", "AllGather", "ReduceScatter"};
-      static const char* reds[] = {"add", "mean", "mul", "min", "max", "and", "or", "square_add",
-                                   "local"};
       pad(os, indent);
       os << "Collective(" << kinds[(int)op.collective.kind] << " "
-         << reds[(int)op.collective.op] << ": " << T[op.in[0]].name << " -> "
+         << reduce_op_name(op.collective.op) << ": " << T[op.in[0]].name << " -> "
          << T[op.out[0]].name << ")" << placement_note(d, op) << "\n";
       return;
     }
@@ -333,7 +346,7 @@ void describe_node(std::ostream& os, const Node& n, const Lowered& low, const Pr
       const auto& rb = d.remote_buffers[(size_t)op.remote_buffer];
       std::string at = op.in[1] >= 0 ? T[op.in[1]].name : std::string("0");
       pad(os, indent);
-      if (n.kind == NodeKind::RemoteLoad && op.attrs.has("view_streaming_memory"))
+      if (n.kind == NodeKind::RemoteLoad && op.view_streaming_memory)
         os << "RemoteView(" << rb.name << "[" << at << "] viewed by " << T[op.out[0]].name << ")";
       else if (n.kind == NodeKind::RemoteLoad)
         os << "RemoteCopy(" << rb.name << "[" << at << "] -> " << T[op.out[0]].name << ")";

@@ -23,6 +23,13 @@
 
 namespace ipuxl {
 
+// The Poplar program a leaf step of a program tree is, as profiles name
+// steps (program_step_name: "Execute", "Copy", "Call", ...).
+enum class ProgramStep : int {
+  Execute, Collective, RemoteCopy, Copy, IpuCopy, Call, Repeat, If, StreamCopy,
+};
+const char* program_step_name(ProgramStep s);
+
 enum class NodeKind {
   Sequence, Execute, Copy, Bind, Call, Repeat, If, StreamIn, StreamOut, Carry,
   Collective,   // op: a collective across replicas

@@ -74,8 +74,6 @@ struct Options {
   double host_bytes_per_second = 0;
   double streaming_bytes_per_second = 0;
   double available_memory_proportion = 0;
-  // RemoteCodeLoad ops and the graph each loads (op index, graph index).
-  std::vector<std::pair<int, int>> code_loads;
 };
 
 struct OpReport {

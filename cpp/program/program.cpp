@@ -4,6 +4,59 @@
 
 namespace ipuxl {
 
+// The names of enum values are the Python frontend's names (the bindings
+// export them): keep them lower case, and in step with the enums.
+const char* tensor_kind_name(TensorKind k) {
+  switch (k) {
+    case TensorKind::Intermediate: return "intermediate";
+    case TensorKind::Input: return "input";
+    case TensorKind::Constant: return "constant";
+    case TensorKind::Variable: return "variable";
+  }
+  return "?";
+}
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::Kernel: return "kernel";
+    case OpKind::Call: return "call";
+    case OpKind::Repeat: return "repeat";
+    case OpKind::If: return "if";
+    case OpKind::HostLoad: return "host_load";
+    case OpKind::HostStore: return "host_store";
+    case OpKind::Collective: return "collective";
+    case OpKind::RemoteLoad: return "remote_load";
+    case OpKind::RemoteStore: return "remote_store";
+    case OpKind::IpuCopy: return "ipu_copy";
+  }
+  return "?";
+}
+
+const char* collective_kind_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+// PopXL's CollectiveOps names, plus "local".
+const char* reduce_op_name(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::Add: return "add";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Mul: return "mul";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::LogicalAnd: return "and";
+    case ReduceOp::LogicalOr: return "or";
+    case ReduceOp::SquareAdd: return "square_add";
+    case ReduceOp::Local: return "local";
+  }
+  return "?";
+}
+
 const char* tile_set_name(TileSet t) { return t == TileSet::IO ? "io" : "compute"; }
 
 const char* exec_context_name(ExecContext c) {
@@ -14,6 +67,36 @@ const char* exec_context_name(ExecContext c) {
     case ExecContext::WeightsToHost: return "weights_to_host";
     case ExecContext::OptimizerFromHost: return "optimizer_from_host";
     case ExecContext::Subgraph: return "subgraph";
+  }
+  return "?";
+}
+
+const char* cost_class_name(CostClass c) {
+  switch (c) {
+    case CostClass::None: return "none";
+    case CostClass::Elementwise: return "elementwise";
+    case CostClass::Matmul: return "matmul";
+    case CostClass::Conv: return "conv";
+    case CostClass::ConvDataGrad: return "conv_data_grad";
+    case CostClass::ConvWeightsGrad: return "conv_weights_grad";
+    case CostClass::Pool: return "pool";
+    case CostClass::Norm: return "norm";
+    case CostClass::Reduce: return "reduce";
+    case CostClass::Sort: return "sort";
+    case CostClass::Scan: return "scan";
+    case CostClass::Softmax: return "softmax";
+    case CostClass::Loss: return "loss";
+    case CostClass::Gather: return "gather";
+    case CostClass::Scatter: return "scatter";
+    case CostClass::Copy: return "copy";
+    case CostClass::Rearrange: return "rearrange";
+    case CostClass::View: return "view";
+    case CostClass::Fill: return "fill";
+    case CostClass::Random: return "random";
+    case CostClass::Print: return "print";
+    case CostClass::CodeLoad: return "code_load";
+    case CostClass::Collective: return "collective";
+    case CostClass::Program: return "program";
   }
   return "?";
 }
@@ -139,6 +222,13 @@ void ProgramDesc::validate_op(const OpRecord& op) const {
            " does not match '" + tensors[callee].name + "' " + sig(tensors[callee]) + " of graph '" +
            graphs[tensors[callee].graph].name + "'");
   };
+  if (op.view_streaming_memory && op.kind != OpKind::RemoteLoad)
+    fail("only a RemoteLoad can view Streaming Memory");
+  if (op.write_host_directly && op.kind != OpKind::HostStore)
+    fail("only a HostStore can write to the host array directly");
+  if (op.code_load_graph != -1 && (op.cost_class != CostClass::CodeLoad || op.code_load_graph < 0 ||
+                                   op.code_load_graph >= (int)graphs.size()))
+    fail("a code load target must be a graph of the program, on a code_load op");
   switch (op.kind) {
     case OpKind::Kernel:
       if (!op.graphs.empty()) fail("a kernel op cannot call graphs");

@@ -31,7 +31,13 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Every enum below crosses the border with its numeric codes: the bindings
+// export each one to Python (py::enum_, values named by the *_name
+// functions of program.cpp, which are also the Python names), and the
+// Python frontend reads its tables from there. kNum* bound the codes the
+// bindings accept.
 enum class TensorKind : int { Intermediate = 0, Input = 1, Constant = 2, Variable = 3 };
+constexpr int kNumTensorKinds = 4;
 
 // How the lowering treats an op: run by a kernel, or as program structure.
 enum class OpKind : int {
@@ -55,10 +61,12 @@ enum class CollectiveKind : int {
   AllGather = 1,      // out = the group's inputs concatenated in rank order
   ReduceScatter = 2,  // out = rank k's slice of reduce(in) (in padded with zeros)
 };
+constexpr int kNumCollectiveKinds = 3;
 // Reductions: PopXL's CollectiveOps, plus Local (no reduction: a replica
 // keeps its own slice).
 enum class ReduceOp : int { Add = 0, Mean = 1, Mul = 2, Min = 3, Max = 4, LogicalAnd = 5,
                             LogicalOr = 6, SquareAdd = 7, Local = 8 };
+constexpr int kNumReduceOps = 9;
 
 struct CollectiveDesc {
   CollectiveKind kind = CollectiveKind::AllReduce;
@@ -79,6 +87,7 @@ struct RemoteBufferDesc {
 };
 
 enum class TileSet : int { Compute = 0, IO = 1 };
+constexpr int kNumTileSets = 2;
 
 // PopART's execution contexts: which Poplar program an op of the main graph
 // belongs to. Normal ops form the main program; WeightsFromHost ops run with
@@ -91,8 +100,58 @@ enum class ExecContext : int {
   OptimizerFromHost = 4,
   Subgraph = 5,
 };
+constexpr int kNumExecContexts = 6;
+
+// The IPU model's cost class of a kernel op (OpDef.cost, declared beside
+// its shape rule): which estimator of cpp/model/costs.cpp prices it. Ops of
+// any other kind are costed by their kind (Program). None: not declared; the
+// model refuses a kernel op of class None.
+enum class CostClass : int {
+  None = 0,
+  Elementwise,     // popops Unary/BinaryOp (CostParams: the per-vector figures)
+  Matmul,          // poplin matmul on the AMP unit
+  Conv,            // poplin convolution, forward: out = conv(in[0], weights in[1])
+  ConvDataGrad,    // the gradient of the input: out = conv^T(dy in[0], weights in[1])
+  ConvWeightsGrad, // the gradient of the weights: out = dy in[0] (x) x in[1]
+  Pool,            // popnn pooling and its gradients
+  Norm,            // popnn group/layer/batch normalisation: statistics, then whitening
+  Reduce,          // popops::reduce
+  Sort,            // TopK, ArgMax: costed like a reduction
+  Scan,            // CumSum: costed like a reduction
+  Softmax,         // popnn softmax
+  Loss,            // a softmax-based loss
+  Gather,          // popops::multiSlice / dynamicSlice
+  Scatter,         // popops::multiUpdate / dynamicUpdate
+  Copy,            // a copy that keeps its input's layout (identity, reshape)
+  Rearrange,       // a copy into a new linear layout (transpose, slice, concat, split)
+  View,            // an alias of its input: no program
+  Fill,            // popops::fill
+  Random,          // poprand
+  Print,           // a host print (a stream to the host)
+  CodeLoad,        // remote_code_load: moves a graph's code
+  Collective,      // a kernel combining tensors of several IPUs (an in-model all-reduce)
+  Program,         // not a kernel: costed by its kind (call, repeat, host IO, ...)
+};
+constexpr int kNumCostClasses = 24;
+
+// Cost parameters of an op beside its class (OpDef.cost). Elementwise
+// figures (popops PerformanceEstimation, shared/reference/ipu_model.md
+// §3.1), each for [0] any type but float16, [1] float16; 0 leaves the
+// class's default.
+struct CostParams {
+  std::string vertex;               // the vertex's op name ("Exp": popops::UnaryOp<Exp,float>)
+  int64_t header[2] = {0, 0};       // worker cycles before the loop
+  int64_t per_vector[2] = {0, 0};   // worker cycles per vector
+  int64_t unroll[2] = {0, 0};       // elements per vector (0: the 64-bit vector width)
+};
+
+const char* tensor_kind_name(TensorKind k);
+const char* op_kind_name(OpKind k);
+const char* collective_kind_name(CollectiveKind k);
+const char* reduce_op_name(ReduceOp r);
 const char* tile_set_name(TileSet t);
 const char* exec_context_name(ExecContext c);
+const char* cost_class_name(CostClass c);
 
 // Where a tensor or op lives: its virtual IPU and tile set.
 struct Placement {
@@ -116,7 +175,8 @@ struct TensorDesc {
 struct OpRecord {
   std::string type;    // the IR's op type (messages, profiles)
   std::string kernel;  // OpKind::Kernel: the registered kernel that runs it
-  std::string cost_class;  // the IPU model's cost class (OpDef.model): "matmul", "elementwise", ...
+  CostClass cost_class = CostClass::None;  // the IPU model's cost class (OpDef.cost)
+  CostParams cost;                          // and its parameters
   std::string name;
   OpKind kind = OpKind::Kernel;
   int graph = 0;
@@ -131,6 +191,14 @@ struct OpRecord {
   ExecContext context = ExecContext::Normal;
   int stream = -1;          // HostLoad / HostStore
   int remote_buffer = -1;   // RemoteLoad / RemoteStore
+  // Host-pass decisions (lowering/host_passes; never set in the faithful
+  // program): a RemoteLoad whose output views its Streaming Memory entry
+  // (view_remote_loads); a HostStore whose tensor lives in the run's host
+  // array (direct_host_stores). The Engine checks what each relies on.
+  bool view_streaming_memory = false;
+  bool write_host_directly = false;
+  // CostClass::CodeLoad: the graph whose code it loads (-1: none).
+  int code_load_graph = -1;
   // Ops merged into one MultiExchange (popxl.transforms.merge_exchange)
   // share a group number: on the IPU their transfers are one exchange with
   // one sync (the IPU model's accounting; the engine runs them in order).

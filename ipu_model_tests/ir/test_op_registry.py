@@ -56,12 +56,17 @@ def test_every_registered_op_is_complete(op_type):
         f"{op_type} has no gradient rule, no decomposition and no declared reason"
 
 
+#: A trait read from an op type: comparing it, testing its membership in a
+#: collection, or looking it up in a constant table (``_FLOPS[op.type]``).
+_TYPE_TEST = re.compile(r"\.type\s*(==|!=)|(?<!dtype)\.type\s+(not\s+)?in\b|"
+                        r"\b_?[A-Z][A-Z0-9_]*(\[|\.get\()\s*\w+\.type\b|"
+                        r"_NO_RECOMPUTE|SIDE_EFFECTS|STASH_OUTPUTS")
+
+
 def test_no_trait_is_read_from_an_op_type_string():
     """Traits come from the OpDef. Pattern-matching passes (host passes match
     the ops they fuse; decompose_sum rewrites Sum ops) may name op types."""
-    allowed = {os.path.join("transforms", "decompose_sum.py")}
-    pattern = re.compile(r"\.type\s*(==|!=|in\b|not in\b)\s*[\"'(\[{]|_NO_RECOMPUTE|SIDE_EFFECTS|"
-                         r"STASH_OUTPUTS")
+    allowed = {os.path.join("transforms", "decompose_sum.py"), "opdef.py"}
     offenders = []
     for root, _, files in os.walk(PKG):
         if os.sep + "host_passes" in root:
@@ -70,9 +75,95 @@ def test_no_trait_is_read_from_an_op_type_string():
             rel = os.path.relpath(os.path.join(root, f), PKG)
             if f.endswith(".py") and rel not in allowed:
                 for i, line in enumerate(open(os.path.join(root, f)), 1):
-                    if pattern.search(line):
+                    if _TYPE_TEST.search(line):
                         offenders.append(f"{rel}:{i}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_guard_catches_membership_tests_and_tables():
+    for line in ('if op.type in _CALLERS:', 'if op.type not in ("Call", "Repeat"):',
+                 'f = _FLOPS[op.type](op)', 'if e.type == "Exp":', '_COSTS.get(op.type)'):
+        assert _TYPE_TEST.search(line), line
+    for line in ('d = get_opdef(op.type)', 'out[op.type][op.id] = f',
+                 'np.asarray(a).dtype.type in _FLOAT_NP'):
+        assert not _TYPE_TEST.search(line), line
+
+
+def _cpp_sources():
+    cpp = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "cpp"))
+    if not os.path.isdir(cpp):
+        pytest.skip("the C++ sources are not beside this checkout")
+    for root, _, files in os.walk(cpp):
+        for f in files:
+            if f.endswith((".cpp", ".hpp", ".h")):
+                yield os.path.join(root, f)
+
+
+def test_the_core_reads_no_trait_from_an_op_type_string():
+    """The C++ core reads typed fields of each op record (kind, cost class,
+    traits): the IPU model names no op type at all, and no file of the core
+    compares an op's type string."""
+    types = set(registered_ops())
+    literal = re.compile(r'"((?:[^"\\]|\\.)*)"')
+    offenders = []
+    for path in _cpp_sources():
+        in_model = os.sep + "model" + os.sep in path
+        for i, line in enumerate(open(path, encoding="utf-8"), 1):
+            code = line.split("//")[0]
+            if re.search(r"\.type\s*(==|!=)|\btype\s*(==|!=)\s*\"", code):
+                offenders.append(f"{path}:{i}: {line.strip()}")
+            if in_model:
+                for m in literal.finditer(code):
+                    s = m.group(1)
+                    if s in types or s.endswith("Inplace"):
+                        offenders.append(f"{path}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_registered_op_declares_a_cost_class():
+    """The IPU model prices each kernel op by the cost class its OpDef
+    declares; an op without one would be refused when profiled."""
+    import importlib
+    import pkgutil
+
+    import ipuxl.addons.ops as addon_ops
+    from ipuxl.opdef import COST_CLASSES
+
+    for m in pkgutil.iter_modules(addon_ops.__path__):  # the addons' ops register too
+        importlib.import_module(f"{addon_ops.__name__}.{m.name}")
+
+    missing = [t for t, d in registered_ops().items() if d.cost is None]
+    assert not missing, f"ops without a cost class (define_op(..., cost=...)): {missing}"
+    for t, d in registered_ops().items():
+        assert d.cost.cls in COST_CLASSES
+        assert (d.cost.cls == "program") == (d.kind != "kernel"), t
+
+
+def test_an_op_without_a_cost_class_is_refused_by_the_ipu_model():
+    import numpy as np
+
+    import ipuxl as popxl
+    from ipuxl.lowering import lower
+    from ipuxl.lowering.program import to_desc
+    from ipuxl.opdef import _REGISTRY, define_op
+    from ipuxl.op import create_op
+    from ipuxl.ops.rules import like_input
+    from ipuxl.profile import IpuModel
+    from ipuxl.profile.report import profile_program
+
+    d = define_op("UncostedRelu", like_input(0), kernel="Relu")
+    try:
+        assert d.cost is None
+        ir = popxl.Ir()
+        with ir.main_graph:
+            x = popxl.variable(np.zeros((4, 4), np.float32))
+            create_op("UncostedRelu", [x], ["y"])
+        prog = lower(ir)
+        desc = to_desc(prog, with_data=False)[0]
+        with pytest.raises(ValueError, match="UncostedRelu.*declare its cost class"):
+            profile_program(prog, desc, IpuModel())
+    finally:
+        del _REGISTRY["UncostedRelu"]
 
 
 def test_declaring_a_type_twice_is_an_error():

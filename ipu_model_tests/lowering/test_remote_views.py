@@ -358,8 +358,9 @@ def test_the_core_refuses_a_view_into_an_existing_tensor():
         dst = popxl.variable(np.zeros(16, np.float32), name="dst")
         ops.remote_load_(rb, 0, dst)
     prog = lower(ir)
-    (e,) = [e for e in prog.entries[ir.main_graph] if e.kind == "remote_load"]
-    e.attrs = {"view_streaming_memory": 1}
+    entries = prog.entries[ir.main_graph]
+    (i,) = [i for i, e in enumerate(entries) if e.kind == "remote_load"]
+    entries[i] = entries[i].derive(view_streaming_memory=True)
     desc = to_desc(prog)[0]
     with pytest.raises(ValueError, match="RemoteLoad op 'remote_load_inplace': only a load into "
                                          "a new intermediate tensor can view Streaming Memory"):

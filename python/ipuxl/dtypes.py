@@ -1,7 +1,8 @@
 """Element types, mirroring ``popxl.dtypes``.
 
-Each dtype carries the integer code the C++ core uses (cpp/core/dtype.hpp);
-keep the two lists in step. The fp8 types (one byte each; conversions in
+Each dtype the core can hold carries the core's code for it, read from the
+core's own table (``ipuxl._core.DType``, exported from cpp/core/dtype.hpp
+under these names), so the two sides cannot disagree. The fp8 types (one byte each; conversions in
 ``ipuxl.fp8_utils``) move through streams, variables and the data-movement
 ops, and are read by the pow2-scaled casts, matmul and conv; arithmetic ops
 reject them. Complex types exist so that programs naming them import; the
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Dict
 
 import numpy as np
+
+from ._core_loader import core as _core
 
 __all__ = [
     "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -78,11 +81,12 @@ class dtype:
         raise TypeError("popxl.dtype cannot be constructed directly; use popxl.float32 and friends")
 
     @classmethod
-    def _new(cls, name, code, np_type, is_complex=False, is_int=False, is_fp=False,
+    def _new(cls, name, np_type, is_complex=False, is_int=False, is_fp=False,
              is_signed=False, torch_name=None):
         self = object.__new__(cls)
         self._name = name
-        self._code = code
+        core_type = _core.DType.__members__.get(name)
+        self._code = None if core_type is None else int(core_type)
         self._np_type = np_type
         self._is_complex = is_complex
         self._is_int = is_int
@@ -166,22 +170,22 @@ class dtype:
         return (dtype.from_name, (self._name,))
 
 
-bool_ = dtype._new("bool", 0, np.bool_)
-int8 = dtype._new("int8", 1, np.int8, is_int=True, is_signed=True)
-uint8 = dtype._new("uint8", 2, np.uint8, is_int=True)
-int16 = dtype._new("int16", 3, np.int16, is_int=True, is_signed=True)
-uint16 = dtype._new("uint16", 4, np.uint16, is_int=True)
-int32 = dtype._new("int32", 5, np.int32, is_int=True, is_signed=True)
-uint32 = dtype._new("uint32", 6, np.uint32, is_int=True)
-int64 = dtype._new("int64", 7, np.int64, is_int=True, is_signed=True)
-uint64 = dtype._new("uint64", 8, np.uint64, is_int=True)
-float16 = dtype._new("float16", 9, np.float16, is_fp=True, is_signed=True)
-float32 = dtype._new("float32", 10, np.float32, is_fp=True, is_signed=True)
-float64 = dtype._new("float64", 11, np.float64, is_fp=True, is_signed=True)
-float8_143 = dtype._new("float8_143", 12, np_dtype_float8_143, is_fp=True, is_signed=True)
-float8_152 = dtype._new("float8_152", 13, np_dtype_float8_152, is_fp=True, is_signed=True)
-complex64 = dtype._new("complex64", None, np.complex64, is_complex=True, is_signed=True)
-complex128 = dtype._new("complex128", None, np.complex128, is_complex=True, is_signed=True)
+bool_ = dtype._new("bool", np.bool_)
+int8 = dtype._new("int8", np.int8, is_int=True, is_signed=True)
+uint8 = dtype._new("uint8", np.uint8, is_int=True)
+int16 = dtype._new("int16", np.int16, is_int=True, is_signed=True)
+uint16 = dtype._new("uint16", np.uint16, is_int=True)
+int32 = dtype._new("int32", np.int32, is_int=True, is_signed=True)
+uint32 = dtype._new("uint32", np.uint32, is_int=True)
+int64 = dtype._new("int64", np.int64, is_int=True, is_signed=True)
+uint64 = dtype._new("uint64", np.uint64, is_int=True)
+float16 = dtype._new("float16", np.float16, is_fp=True, is_signed=True)
+float32 = dtype._new("float32", np.float32, is_fp=True, is_signed=True)
+float64 = dtype._new("float64", np.float64, is_fp=True, is_signed=True)
+float8_143 = dtype._new("float8_143", np_dtype_float8_143, is_fp=True, is_signed=True)
+float8_152 = dtype._new("float8_152", np_dtype_float8_152, is_fp=True, is_signed=True)
+complex64 = dtype._new("complex64", np.complex64, is_complex=True, is_signed=True)
+complex128 = dtype._new("complex128", np.complex128, is_complex=True, is_signed=True)
 
 globals()["bool"] = bool_
 _PY_TO_POPXL.update({_builtin_bool: bool_, _builtin_float: float32})

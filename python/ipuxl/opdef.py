@@ -21,12 +21,14 @@ An :class:`OpDef` holds an op type's
   takes GradOut, In0, In1 and Out, so autodiff makes it available even when
   our rule does not read it: after ``autodiff`` of ``x * W + b`` the forward
   graph has the 2 outputs PopXL gives it).
-* **model**: the op's cost class in the IPU model (``ipuxl.profile``,
-  ``cpp/model``): ``"matmul"``, ``"reduce"``, ``"softmax"``, ``"loss"``,
-  ``"gather"``, ``"scatter"``, ``"copy"``, ``"view"``, ``"fill"``,
-  ``"random"``, ``"sort"``, ``"scan"``, ``"print"``, ``"code_load"`` or
-  ``"elementwise"``; by default ``"elementwise"`` for kernels and the
-  kind for the others.
+* **cost**: the op's cost class in the IPU model (``ipuxl.profile``,
+  ``cpp/model``) and its parameters, a :class:`Cost` (or a class name):
+  which estimator prices the op (``COST_CLASSES``, the core's
+  ``CostClass``: ``"elementwise"``, ``"matmul"``, ``"conv"``, ``"pool"``,
+  ``"norm"``, ``"reduce"``, ``"gather"``, ``"random"``, ...). Every kernel
+  op declares one: the model refuses a kernel op without, and
+  ``ipu_model_tests/ir`` checks every registered op. Ops of the other kinds
+  are costed by their kind (``"program"``, the default for them).
 * **merge**: what ``popxl.transforms.merge_exchange`` may do with the op:
   ``"exchange"`` (host and remote loads and stores, code loads, a
   MultiExchange: merged into one exchange), ``"init"`` (Init: may be
@@ -43,18 +45,58 @@ that every op a builder can create is registered, and that every registered
 op has a kernel and a gradient rule or a reason.
 """
 import importlib
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
-__all__ = ["OpDef", "define_op", "get_opdef", "registered_ops", "KINDS", "MODEL_CLASSES"]
+from ._core_loader import core
 
-#: Op kinds, in the order of the C++ core's ``OpKind``; then
+__all__ = ["OpDef", "Cost", "define_op", "get_opdef", "registered_ops", "KINDS",
+           "COST_CLASSES"]
+
+#: Op kinds: the C++ core's ``OpKind`` (its names, in code order); then
 #: ``"multi_exchange"``, which never reaches the core: the lowering emits a
 #: MultiExchange's members (``popxl.transforms.merge_exchange``) in its place.
-KINDS = ("kernel", "call", "repeat", "if", "host_load", "host_store", "collective",
-         "remote_load", "remote_store", "ipu_copy", "multi_exchange")
-#: Cost classes of the IPU model (see the module docstring).
-MODEL_CLASSES = ("elementwise", "matmul", "reduce", "softmax", "loss", "gather", "scatter",
-                 "copy", "view", "fill", "random", "sort", "scan", "print", "code_load") + KINDS[1:]
+KINDS = tuple(core.OpKind.__members__) + ("multi_exchange",)
+#: Cost classes of the IPU model: the core's ``CostClass`` but "none".
+COST_CLASSES = tuple(n for n in core.CostClass.__members__ if n != "none")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """An op's cost class in the IPU model and the parameters its estimator
+    reads (``cpp/model/costs.cpp``).
+
+    ``vertex`` names the op in its vertex type (``"Exp"``:
+    ``popops::UnaryOp<Exp,float32>``; default the op type: in-place variants
+    give their out-of-place op's). For ``"elementwise"``, ``header``,
+    ``per_vector`` (worker cycles before the loop, per vector) and
+    ``unroll`` (elements per vector) are each ``(any dtype but float16,
+    float16)``; 0 keeps the class's default (poplibs' UnaryOp/BinaryOp
+    figures, shared/reference/ipu_model.md §3.1). ``flops``: the op's FLOP
+    count as ``popxl_addons.performance_utils`` gives it (``flops(op) ->
+    int``), for the op types it counts; None for the others.
+    """
+
+    cls: str
+    vertex: Optional[str] = None
+    header: Tuple[int, int] = (0, 0)
+    per_vector: Tuple[int, int] = (0, 0)
+    unroll: Tuple[int, int] = (0, 0)
+    flops: Optional[Callable] = None
+
+    def __post_init__(self):
+        if self.cls not in COST_CLASSES:
+            raise ValueError(f"Cost: the class must be one of {COST_CLASSES}, got {self.cls!r}")
+        for f in ("header", "per_vector", "unroll"):
+            v = getattr(self, f)
+            if len(v) != 2 or any(not isinstance(x, int) or x < 0 for x in v):
+                raise ValueError(f"Cost({self.cls!r}): {f} must be two ints >= 0 (other dtypes, "
+                                 f"float16), got {v!r}")
+
+    @property
+    def code(self):
+        """The core's ``CostClass`` value."""
+        return core.CostClass.__members__[self.cls]
 
 Pairs = Tuple[Tuple[int, int], ...]
 PairsRule = Union[Pairs, Callable[..., Sequence[Tuple[int, int]]]]
@@ -65,14 +107,14 @@ class OpDef:
     """The declaration of one op type (see the module docstring)."""
 
     __slots__ = ("type", "shape", "kind", "kernel", "_aliases", "_modifies", "side_effects",
-                 "recomputable", "stash_outputs", "no_grad", "module", "model", "merge")
+                 "recomputable", "stash_outputs", "no_grad", "module", "cost", "merge")
 
     def __init__(self, type: str, shape: Callable, *, kind: str = "kernel",  # noqa: A002
                  kernel: Optional[str] = None, aliases: PairsRule = (),
                  modifies: IndexRule = (), side_effects: bool = False,
                  recomputable: bool = True, stash_outputs: bool = False,
-                 no_grad: Optional[str] = None, module: str = "", model: Optional[str] = None,
-                 merge: Optional[str] = None):
+                 no_grad: Optional[str] = None, module: str = "",
+                 cost: Union[Cost, str, None] = None, merge: Optional[str] = None):
         if kind not in KINDS:
             raise ValueError(f"OpDef {type!r}: kind must be one of {KINDS}, got {kind!r}")
         if not callable(shape):
@@ -88,10 +130,18 @@ class OpDef:
         self.stash_outputs = bool(stash_outputs)
         self.no_grad = no_grad
         self.module = module
-        model = model or ("elementwise" if kind == "kernel" else kind)
-        if model not in MODEL_CLASSES:
-            raise ValueError(f"OpDef {type!r}: model must be one of {MODEL_CLASSES}, got {model!r}")
-        self.model = model
+        if cost is None and kind != "kernel":
+            cost = "program"  # program structure: costed by its kind
+        if isinstance(cost, str):
+            cost = Cost(cost)
+        if cost is not None and not isinstance(cost, Cost):
+            raise TypeError(f"OpDef {type!r}: cost must be an ipuxl.opdef.Cost or a class name, "
+                            f"got {cost!r}")
+        if cost is not None and (cost.cls == "program") != (kind != "kernel"):
+            raise ValueError(f"OpDef {type!r}: cost class 'program' is for ops that are not "
+                             f"kernels, and only for them (kind {kind!r}, cost {cost.cls!r})")
+        #: None: not declared (a kernel op the IPU model cannot price).
+        self.cost: Optional[Cost] = cost
         if merge not in (None, "exchange", "init"):
             raise ValueError(f"OpDef {type!r}: merge must be None, 'exchange' or 'init', got "
                              f"{merge!r}")
@@ -108,8 +158,14 @@ class OpDef:
             raise type(e)(f"{self.type}: {msg}") from None
 
     @property
-    def kind_code(self) -> int:
-        return KINDS.index(self.kind)
+    def cost_class(self) -> Optional[str]:
+        """The name of its cost class, None when it declares none."""
+        return self.cost.cls if self.cost is not None else None
+
+    @property
+    def kind_code(self):
+        """The core's ``OpKind`` value (not for "multi_exchange")."""
+        return core.OpKind.__members__[self.kind]
 
     def aliases(self, inputs, attrs, graphs=()) -> Pairs:
         """The output/input pairs sharing storage for these inputs and attributes."""

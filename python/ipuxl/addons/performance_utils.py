@@ -2,7 +2,7 @@
 
 ``evaluate_FLOPs(graph)`` returns ``{op type: {op id: FLOPs}}`` for the op
 types it knows (``MatMul``, ``Add``, ``Sub``, ``Mul``, ``Div``,
-``GroupNormalization``) plus ``"TOT"``, the graph's total. An op that calls
+``GroupNorm``: those whose OpDef's cost declares a ``flops`` rule) plus ``"TOT"``, the graph's total. An op that calls
 a graph (``Call``, ``Repeat``) contributes that graph's breakdown, times the
 repeat count for ``Repeat``, nested under the key
 ``"<op type>_<op id>(<graph name>)"``. Counting: a matmul ``(.., n, k) @
@@ -14,7 +14,6 @@ from collections import defaultdict
 from math import floor, log10
 from typing import Dict
 
-import numpy as np
 
 from ..opdef import get_opdef
 
@@ -23,33 +22,6 @@ from ..utils import table_to_string
 
 __all__ = ["total_FLOPs", "evaluate_ir_FLOPs", "evaluate_FLOPs", "print_FLOPs",
            "format_flops_scientific"]
-
-
-def _matmul(op) -> int:
-    a, b = op.inputs[0], op.inputs[1]
-    k = a.shape[-1]
-    expected = b.shape[-2] if len(b.shape) > 1 else b.shape[-1]
-    if k != expected:
-        raise ValueError(f"{op.name}: contraction sizes differ ({k} and {expected})")
-    return int(2 * k * int(np.prod(op.outputs[0].shape, dtype=np.int64)))
-
-
-def _elementwise(op) -> int:
-    return int(np.prod(op.outputs[0].shape, dtype=np.int64))
-
-
-def _group_norm(op) -> int:
-    # normalise (x - mean) / std, then scale and shift; the mean and variance
-    # of each group cost about one and two operations per element.
-    x, out, mean = op.inputs[0], op.outputs[0], op.outputs[1]
-    groups = mean.shape[0] // x.shape[0]
-    per_group = x.shape[-1] * x.shape[-2] // groups
-    n_out = int(np.prod(out.shape, dtype=np.int64))
-    return int(per_group + 2 * per_group + 2 * mean.shape[0] + 4 * n_out)
-
-
-_FLOPS = {"MatMul": _matmul, "Add": _elementwise, "Sub": _elementwise, "Mul": _elementwise,
-          "Div": _elementwise, "GroupNormalization": _group_norm}
 
 
 def _scale(v, factor):
@@ -80,8 +52,8 @@ def _evaluate(graph: Graph, seen: Dict[Graph, dict]) -> dict:
             key = f"{op.type}_{op.id}({re.sub(r'_subgraph[(][0-9]+[)]', '', called.name)})"
             for k, v in sub.items():
                 out[k][key] = v
-        elif op.type in _FLOPS:
-            f = _FLOPS[op.type](op)
+        elif (d := get_opdef(op.type)).cost is not None and d.cost.flops is not None:
+            f = d.cost.flops(op)
             tot += f
             out[op.type][op.id] = f
     out["TOT"] = tot

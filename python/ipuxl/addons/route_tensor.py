@@ -13,11 +13,13 @@ from typing import Dict, List, Optional
 
 from ..context import get_current_graph
 from ..graph import Graph
+from ..opdef import get_opdef
 from ..tensor import Tensor, graph_input
 
 __all__ = ["route_tensor_into_graph", "is_subgraph"]
 
-_CALLERS = ("Call", "Repeat")
+#: Op kinds whose inputs feed the called graph's inputs one to one.
+_CALLERS = ("call", "repeat")
 
 
 def _called(graph: Graph) -> List[Graph]:
@@ -53,7 +55,7 @@ def _route(tensor: Tensor, target: Graph, modified: bool) -> Tensor:
     def visit(g):
         state[g] = "open"
         for op in g.ops:
-            if op.type in _CALLERS:
+            if get_opdef(op.type).kind in _CALLERS:
                 for h in op.called_graphs:
                     if h not in state:
                         visit(h)
@@ -69,7 +71,7 @@ def _route(tensor: Tensor, target: Graph, modified: bool) -> Tensor:
             continue
         parent_t = rep[g]
         for op in list(g.ops):
-            if op.type not in _CALLERS:
+            if get_opdef(op.type).kind not in _CALLERS:
                 continue
             for h in op.called_graphs:
                 if h not in on_path or h is source:

@@ -21,8 +21,7 @@ from .._core_loader import apply_conv_options, core
 from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
-from .host_passes import direct_stores
-from .program import Entry, Program, to_desc
+from .program import Entry, Program, tensor_record, to_desc
 
 __all__ = ["lower", "build", "LoweredProgram", "Entry", "Program"]
 
@@ -62,14 +61,16 @@ def _kernel_attrs(op) -> dict:
     return out
 
 
-def faithful_entry(op) -> Entry:
+def faithful_entry(op, exchange_group: int = -1) -> Entry:
     """The entry of one Ir op, with the facts its OpDef declares."""
     d = get_opdef(op.type)
     kind = d.kind
     stream, trip, branches, attrs = -1, 0, (), {}
-    remote, collective = None, None
+    remote, collective, code_load = None, None, None
     if kind == "kernel":
         attrs = _kernel_attrs(op)
+        if d.cost_class == "code_load":
+            code_load = op.attrs.get("_graph")
     elif kind in ("remote_load", "remote_store"):
         remote = op.attrs["_remote_buffer"]
     elif kind == "collective":
@@ -81,8 +82,11 @@ def faithful_entry(op) -> Entry:
     elif kind == "if":
         branches = (list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"]))
     return Entry(op, kind, d.kernel, op.inputs, op.outputs, attrs, op.aliases, op.modified,
-                 d.side_effects, op.called_graphs, stream, trip, branches,
-                 remote_buffer=remote, collective=collective)
+                 d.side_effects, op.called_graphs, stream, trip, branches, type=op.type,
+                 remote_buffer=remote, collective=collective, exchange_group=exchange_group,
+                 name=op.name, ipu=op.ipu if op.ipu is not None else 0,
+                 tile_set="io" if op.tile_set == "io" else "compute",
+                 context=op.execution_context, cost=d.cost, code_load_graph=code_load)
 
 
 def _graph_entries(g, groups: list) -> list:
@@ -96,9 +100,7 @@ def _graph_entries(g, groups: list) -> list:
         k = len(groups)
         groups.append(op)
         for m in op.attrs["_members"]:
-            e = faithful_entry(m)
-            e.exchange_group = k
-            out.append(e)
+            out.append(faithful_entry(m, exchange_group=k))
     return out
 
 
@@ -151,7 +153,24 @@ def lower(ir) -> Program:
             remote.append(rb)
     return Program(ir, graphs, entries, {g: list(g._inputs) for g in graphs},
                    {g: list(g._outputs) for g in graphs}, sorted(ir._streams), remote,
-                   ir.instance_replication_factor)
+                   ir.instance_replication_factor, {g: _tensor_records(g) for g in graphs},
+                   ir.replication_factor if getattr(ir, "_popdist", None) is not None else None)
+
+
+def _tensor_records(g) -> list:
+    """The core's records of graph ``g``'s tensors, in creation order; a
+    remote variable lives in Streaming Memory, not on the device: none."""
+    from ..tensor import Constant, Variable
+
+    inputs = set(map(id, g._inputs))
+    out = []
+    for t in g._tensors.values():
+        if t._remote is not None:
+            continue
+        kind = ("variable" if isinstance(t, Variable) else "constant" if isinstance(t, Constant)
+                else "input" if id(t) in inputs else "intermediate")
+        out.append(tensor_record(t, kind))
+    return out
 
 
 class LoweredProgram:
@@ -183,7 +202,7 @@ class LoweredProgram:
         #: array (host pass direct_host_stores), when that is 64-byte aligned.
         self.direct_store_streams = [
             e.stream for e in host.entries[host.graphs[0]]
-            if e.kind == "host_store" and (e.attrs or {}).get(direct_stores.ATTR)]
+            if e.kind == "host_store" and e.write_host_directly]
 
 
 def build(ir, passes=None) -> LoweredProgram:

@@ -9,73 +9,111 @@ turns either into the core's ``ProgramDesc``.
 Graphs are numbered in discovery order and tensors in graph-then-creation
 order, so the description is the same whatever PYTHONHASHSEED is.
 """
-from typing import Dict, List, Optional
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .._core_loader import core
 
-__all__ = ["Entry", "Program", "SyntheticTensor", "to_desc", "TENSOR_KINDS", "EXEC_CONTEXTS"]
-
-#: The core's TensorKind.
-TENSOR_KINDS = {"intermediate": 0, "input": 1, "constant": 2, "variable": 3}
-#: PopART's execution contexts, in the core's ExecContext order.
-EXEC_CONTEXTS = ("normal", "accumulate_outer", "weights_from_host", "weights_to_host",
-                 "optimizer_from_host", "subgraph")
+__all__ = ["Entry", "Program", "LoweredTensor", "SyntheticTensor", "to_desc", "tensor_record"]
 
 
+@dataclass(frozen=True, eq=False)
 class Entry:
-    """One op as the core receives it.
+    """One op as the core receives it: every field of its core OpRecord.
 
-    ``op`` is the Ir op it comes from (host passes keep it for names and
-    placement). ``kernel`` names the C++ kernel (``kind == "kernel"``);
-    ``attrs`` holds kernel attributes only; ``modified`` the inputs it
-    writes; ``skip``: validated and built but never run (host plan only).
+    ``op`` is the Ir op it comes from, kept for host passes' pattern checks
+    and messages; :func:`to_desc` reads only the other fields. ``kernel``
+    names the C++ kernel (``kind == "kernel"``); ``attrs`` holds kernel
+    attributes only; ``modified`` the inputs it writes; ``skip``: validated
+    and built but never run (host plan only). ``name``, ``ipu``,
+    ``tile_set``, ``context``: the op's name and placement; ``cost``: its
+    OpDef's :class:`~ipuxl.opdef.Cost` (None: undeclared, or a host pass's
+    op, which the IPU model never sees); ``code_load_graph``: the graph a
+    code load loads. ``view_streaming_memory`` (remote_load) and
+    ``write_host_directly`` (host_store) are host-pass decisions.
+    The record is frozen: host passes put a changed copy in its place
+    (:meth:`derive`); they may still edit its lists in place. Entries
+    compare by identity, as list positions are looked up by entry.
     """
 
-    __slots__ = ("op", "type", "kind", "kernel", "inputs", "outputs", "attrs", "aliases",
-                 "modified", "side_effects", "graphs", "stream", "trip_count", "branch_inputs",
-                 "skip", "remote_buffer", "collective", "exchange_group")
+    op: object
+    kind: str
+    kernel: Optional[str]
+    inputs: list
+    outputs: list
+    attrs: dict
+    aliases: list
+    modified: list
+    side_effects: bool
+    graphs: list = field(default_factory=list)
+    stream: object = -1
+    trip_count: int = 0
+    branch_inputs: list = field(default_factory=list)
+    skip: bool = False
+    type: str = ""
+    #: remote_load / remote_store: the RemoteBuffer.
+    remote_buffer: object = None
+    #: collective: (kind code, reduction code, group of each replica).
+    collective: Optional[tuple] = None
+    #: Members of one MultiExchange share a group number (-1: none).
+    exchange_group: int = -1
+    name: str = ""
+    ipu: int = 0
+    tile_set: str = "compute"
+    context: str = "normal"
+    cost: object = None
+    code_load_graph: object = None
+    view_streaming_memory: bool = False
+    write_host_directly: bool = False
 
-    def __init__(self, op, kind, kernel, inputs, outputs, attrs, aliases, modified,
-                 side_effects, graphs=(), stream=-1, trip_count=0, branch_inputs=(),
-                 skip=False, type=None, remote_buffer=None, collective=None):  # noqa: A002
-        self.op = op
-        self.type = type or op.type
-        self.kind = kind
-        self.kernel = kernel
-        self.inputs = list(inputs)
-        self.outputs = list(outputs)
-        self.attrs = attrs
-        self.aliases = [tuple(a) for a in aliases]
-        self.modified = sorted(set(modified))
-        self.side_effects = side_effects
-        self.graphs = list(graphs)
-        self.stream = stream
-        self.trip_count = trip_count
-        self.branch_inputs = [list(b) for b in branch_inputs]
-        self.skip = skip
-        #: remote_load / remote_store: the RemoteBuffer.
-        self.remote_buffer = remote_buffer
-        #: collective: (kind code, reduction code, group of each replica).
-        self.collective = collective
-        #: Members of one MultiExchange share a group number (-1: none).
-        self.exchange_group = -1
+    def __post_init__(self):
+        # Own copies of the sequences (a derived entry shares none with its source).
+        for name, value in (("inputs", list(self.inputs)), ("outputs", list(self.outputs)),
+                            ("aliases", [tuple(a) for a in self.aliases]),
+                            ("modified", sorted(set(self.modified))),
+                            ("graphs", list(self.graphs)),
+                            ("branch_inputs", [list(b) for b in self.branch_inputs])):
+            object.__setattr__(self, name, value)
+
+    def derive(self, **changes) -> "Entry":
+        """A copy with ``changes`` (the same op, name and placement)."""
+        return replace(self, **changes)
 
     def copy(self) -> "Entry":
-        e = object.__new__(Entry)
-        for k in Entry.__slots__:
-            v = getattr(self, k)
-            setattr(e, k, list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-        e.branch_inputs = [list(b) for b in self.branch_inputs]
-        return e
+        return replace(self, attrs=dict(self.attrs))
 
     def written_inputs(self):
         return [self.inputs[i] for i in self.modified
                 if 0 <= i < len(self.inputs) and self.inputs[i] is not None]
 
     def __repr__(self):
-        return f"Entry({self.kernel or self.kind}: {self.op.name})"
+        return f"Entry({self.kernel or self.kind}: {self.name})"
+
+
+@dataclass(frozen=True)
+class LoweredTensor:
+    """One tensor as the core receives it: ``tensor`` is the Ir tensor (or
+    a host pass's :class:`SyntheticTensor`) that entries name; ``kind`` one
+    of the core's TensorKind names; ``data``: a constant's value."""
+
+    tensor: object
+    name: str
+    dtype: object
+    shape: Tuple[int, ...]
+    kind: str
+    ipu: int = 0
+    tile_set: str = "compute"
+    data: Optional[np.ndarray] = None
+
+
+def tensor_record(t, kind: str) -> LoweredTensor:
+    """The record of Ir tensor ``t`` of kind ``kind`` (placed as
+    :func:`_placement` says; a constant with its data)."""
+    ipu, tile_set = _placement(t)
+    return LoweredTensor(t, t.id, t.dtype, tuple(t.shape), kind, ipu, tile_set,
+                         t._host_data if kind == "constant" else None)
 
 
 class SyntheticTensor:
@@ -92,8 +130,13 @@ class Program:
     and outputs, and the host streams."""
 
     def __init__(self, ir, graphs, entries, graph_inputs, graph_outputs, streams,
-                 remote_buffers=(), replicas: int = 1):
+                 remote_buffers=(), replicas: int = 1, tensors=None,
+                 global_replicas: Optional[int] = None):
         self.ir = ir
+        #: Replicas of all instances together (popdist), None for one instance.
+        self.global_replicas = global_replicas
+        #: Each graph's tensors, as the core receives them, in creation order.
+        self.tensors: Dict[object, List[LoweredTensor]] = tensors or {}
         self.remote_buffers: List = list(remote_buffers)
         self.replicas = replicas
         self.graphs: List = graphs
@@ -108,7 +151,8 @@ class Program:
                     {g: [e.copy() for e in es] for g, es in self.entries.items()},
                     {g: list(v) for g, v in self.graph_inputs.items()},
                     {g: list(v) for g, v in self.graph_outputs.items()}, list(self.streams),
-                    self.remote_buffers, self.replicas)
+                    self.remote_buffers, self.replicas,
+                    {g: list(v) for g, v in self.tensors.items()}, self.global_replicas)
         p.synthetic = list(self.synthetic)
         return p
 
@@ -120,7 +164,7 @@ class Program:
 
 
 def _placement(t) -> tuple:
-    """A tensor's (IPU, tile set code): an op's output where the op put it
+    """A tensor's (IPU, tile set name): an op's output where the op put it
     (an IpuCopy's on its destination); a tensor without a producer
     (variable, constant, graph input) on the IPU PopART infers for it from
     its call sites or consumers."""
@@ -129,19 +173,24 @@ def _placement(t) -> tuple:
         inferred = t._virtual_graph_id()
         if inferred != -1:
             ipu = inferred
-    return ipu if ipu is not None else 0, 1 if getattr(t, "_tile_set", "compute") == "io" else 0
+    tile_set = "io" if getattr(t, "_tile_set", "compute") == "io" else "compute"
+    return ipu if ipu is not None else 0, tile_set
+
+
+def _code(enum, name: str) -> int:
+    return int(enum.__members__[name])
 
 
 def to_desc(prog: Program, with_data: bool = True):
     """The core ProgramDesc of ``prog``, and ``{tensor: core index}``,
     ``{stream: core index}``. ``with_data=False`` leaves constants' data out
-    (a description for reports, never run)."""
-    from ..tensor import Constant, Variable
-
+    (a description for reports, never run). It reads the program's own
+    records (:class:`Entry`, :class:`LoweredTensor`) and the streams and
+    remote buffers it lists: no Ir op, no Ir tensor, no OpDef."""
     desc = core.ProgramDesc()
     desc.replicas = prog.replicas
-    if getattr(prog.ir, "_popdist", None) is not None:
-        desc.global_replicas = prog.ir.replication_factor  # several instances (popdist)
+    if prog.global_replicas is not None:
+        desc.global_replicas = prog.global_replicas  # several instances (popdist)
     remote_index = {}
     for i, rb in enumerate(prog.remote_buffers):
         remote_index[id(rb)] = desc.add_remote_buffer(
@@ -155,59 +204,51 @@ def to_desc(prog: Program, with_data: bool = True):
     for g in prog.graphs:
         graph_index[g] = desc.add_graph(g.name or "main")
     tensor_index: Dict[object, int] = {}
-    for g in prog.graphs:
-        gi = graph_index[g]
-        inputs = set(map(id, g._inputs))
-        for t in g._tensors.values():
-            if t._remote is not None:
-                continue  # a remote variable: in Streaming Memory, not a device tensor
-            if isinstance(t, Variable):
-                kind = TENSOR_KINDS["variable"]
-            elif isinstance(t, Constant):
-                kind = TENSOR_KINDS["constant"]
-            elif id(t) in inputs:
-                kind = TENSOR_KINDS["input"]
-            else:
-                kind = TENSOR_KINDS["intermediate"]
-            ipu, tile_set = _placement(t)
-            idx = desc.add_tensor(gi, t.id, t.dtype._core_code, list(t.shape), kind, ipu, tile_set)
-            tensor_index[t] = idx
-            if kind == TENSOR_KINDS["constant"] and with_data:
-                desc.set_tensor_data(idx, np.ascontiguousarray(t._host_data))
-    for t in prog.synthetic:
-        tensor_index[t] = desc.add_tensor(graph_index[t.graph], t.id, t.dtype._core_code,
-                                          list(t.shape), TENSOR_KINDS["input"])
+    records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
+    records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
+    for g, r in records:
+        idx = desc.add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
+                              _code(core.TensorKind, r.kind), r.ipu,
+                              _code(core.TileSet, r.tile_set))
+        tensor_index[r.tensor] = idx
+        if r.data is not None and with_data:
+            desc.set_tensor_data(idx, np.ascontiguousarray(r.data))
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
-            op = e.op
             ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
             outs = [tensor_index[t] for t in e.outputs]
-            desc.add_op(gi, e.type, op.name, ins, outs, e.attrs,
+            cost = _cost_fields(e.cost) if e.kind == "kernel" else {
+                "cost_class": _code(core.CostClass, "program")}
+            desc.add_op(gi, e.type, e.name, ins, outs, e.attrs,
                         [graph_index[cg] for cg in e.graphs], e.aliases,
-                        kernel=e.kernel or "", kind=_KIND_CODES[e.kind], modified=e.modified,
-                        side_effects=e.side_effects, ipu=op.ipu if op.ipu is not None else 0,
-                        tile_set=1 if op.tile_set == "io" else 0,
-                        context=EXEC_CONTEXTS.index(op.execution_context),
+                        kernel=e.kernel or "", kind=_code(core.OpKind, e.kind),
+                        modified=e.modified, side_effects=e.side_effects, ipu=e.ipu,
+                        tile_set=_code(core.TileSet, e.tile_set),
+                        context=_code(core.ExecContext, e.context),
                         stream=stream_index[e.stream] if e.stream != -1 else -1,
                         trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip,
-                        cost_class=_cost_class(e.type),
                         remote_buffer=remote_index[id(e.remote_buffer)]
                         if e.remote_buffer is not None else -1,
                         exchange_group=e.exchange_group,
-                        **_collective_fields(e.collective))
+                        view_streaming_memory=e.view_streaming_memory,
+                        write_host_directly=e.write_host_directly,
+                        code_load_graph=graph_index.get(e.code_load_graph, -1)
+                        if e.code_load_graph is not None else -1,
+                        **cost, **_collective_fields(e.collective))
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index
 
 
-def _cost_class(op_type: str) -> str:
-    """The IPU model's cost class of an op type (``OpDef.model``); "" for
-    types only host passes create (the model never sees them)."""
-    from ..opdef import _REGISTRY
-
-    d = _REGISTRY.get(op_type)
-    return d.model if d is not None else ""
+def _cost_fields(cost) -> dict:
+    """The core's cost fields of a kernel entry's Cost (None: class "none",
+    which the IPU model refuses)."""
+    if cost is None:
+        return {"cost_class": _code(core.CostClass, "none")}
+    return {"cost_class": int(cost.code), "cost_vertex": cost.vertex or "",
+            "cost_header": list(cost.header), "cost_per_vector": list(cost.per_vector),
+            "cost_unroll": list(cost.unroll)}
 
 
 def _collective_fields(c) -> dict:
@@ -215,12 +256,6 @@ def _collective_fields(c) -> dict:
         return {}
     kind, op, group_of = c
     return {"collective_kind": int(kind), "reduce_op": int(op), "group_of": list(group_of)}
-
-
-_KIND_CODES = {k: i for i, k in enumerate(("kernel", "call", "repeat", "if", "host_load",
-                                           "host_store", "collective", "remote_load",
-                                           "remote_store", "ipu_copy"))}
-# (multi_exchange: expanded into its members)
 
 
 def stream_of(e: Entry) -> Optional[object]:

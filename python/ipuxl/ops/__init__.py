@@ -9,50 +9,56 @@ ops it builds. ``dir(ops)``, ``ops.__all__`` and ``from ipuxl.ops import *``
 see every builder; autodiff imports every family before it concludes that an
 op type has no gradient rule (``ipuxl.grad``).
 """
+import ast
 import importlib
+import os
 import sys
 import types
 
-#: Every family's builders, by module: the public names of this package.
-#: (``ipu_model_tests/test_lazy_ops.py`` checks it against each module's
-#: ``__all__``.)
-EXPORTS = {
-    "argminmax": ('argmax', 'argmin'),
-    "binary": ('add', 'add_', 'sub', 'sub_', 'mul', 'mul_', 'div', 'div_'),
-    "call": ('call', 'call_with_info', 'CallSiteInfo'),
-    "cast": ('cast', 'pow2scale_cast_to_fp8', 'pow2scale_cast_from_fp8', 'pow2scale_then_cast', 'cast_then_pow2scale'),
-    "code_load": ('remote_code_load',),
-    "conv": ('conv', 'conv_transpose', 'conv_pow2scaled', 'conv_transpose_pow2scaled'),
-    "conditional": ('conditional', 'conditional_with_info', 'ConditionalSiteInfo'),
-    "cumsum": ('cumsum',),
-    "exchange": ('remote_load', 'remote_load_', 'remote_store', 'io_tile_copy'),
-    "gather": ('gather', 'tied_gather', 'scatter', 'scatter_reduce', 'dynamic_slice', 'dynamic_update', 'dynamic_update_', 'onehot'),
-    "host_io": ('host_load', 'host_store'),
-    "init": ('init',),
-    "ipu_copy": ('ipu_copy',),
-    "logical": ('logical_and', 'logical_or', 'logical_not', 'equal', 'greater'),
-    "loss": ('nll_loss', 'nll_loss_with_softmax_grad'),
-    "matmul": ('matmul', 'matmul_pow2scaled'),
-    "misc": ('fmod', 'pow', 'maximum', 'identity', 'rename', 'detach', 'detach_', 'increment_mod', 'increment_mod_'),
-    "norm": ('group_norm', 'layer_norm', 'batch_norm_inference'),
-    "pool": ('average_pool', 'max_pool'),
-    "resample": ('interpolate', 'roi_align'),
-    "print_tensor": ('print_tensor',),
-    "random": ('random_uniform', 'random_normal', 'dropout', 'shaped_dropout', 'split_random_seed', 'create_random_seed'),
-    "reduce": ('sum', 'mean', 'max', 'min', 'median', 'prod', 'l1', 'l2', 'logsum', 'logsumexp', 'sumsquare', 'lamb_square', 'histogram'),
-    "repeat": ('repeat', 'repeat_with_info'),
-    "scaled_add": ('scaled_add', 'scaled_add_'),
-    "shape": ('reshape', 'reshape_', 'flatten', 'flatten_', 'squeeze', 'transpose', 'transpose_'),
-    "slicing": ('slice', 'slice_', 'subsample', 'split', 'concat', 'concat_'),
-    "softmax": ('softmax',),
-    "topk": ('topk',),
-    "unary": ('abs', 'negate', 'sqrt', 'exp', 'exp_', 'log', 'log2', 'sin', 'cos', 'tanh', 'relu', 'relu_', 'gelu', 'gelu_', 'geluerf', 'geluerf_', 'swish', 'swish_', 'ceil', 'floor', 'sign', 'isnan', 'isinf', 'isfinite', 'clip', 'clamp'),
-    "where": ('where',),
-}
+#: Modules of this package that are not op families (their ``__all__`` is
+#: not public): shared rules and checks, and ``indexing`` (Tensor.__getitem__).
+_NOT_FAMILIES = ("__init__", "rules", "utils", "indexing")
+
+
+def _declared_all(path: str) -> tuple:
+    """The names a module's ``__all__ = [...]`` assignment lists, read from
+    its source without importing it (a family is imported on first use)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:  # __all__ is near the top: read no further
+            if not line.startswith("__all__"):
+                continue
+            text = line.split("=", 1)[1]
+            while True:
+                try:
+                    return tuple(ast.literal_eval(text))
+                except (SyntaxError, ValueError):
+                    more = f.readline()
+                    if not more:
+                        raise ImportError(
+                            f"{path}: __all__ must be a literal list of names") from None
+                    text += more
+    raise ImportError(f"{path}: an op family must declare its builders in __all__")
+
+
+def _families() -> dict:
+    """``{module: its builders}`` for every op family (each ``*.py`` module of
+    this package but _NOT_FAMILIES): a new family needs no entry here."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = {}
+    for f in sorted(os.listdir(here)):
+        if f.endswith(".py") and f[:-3] not in _NOT_FAMILIES:
+            out[f[:-3]] = _declared_all(os.path.join(here, f))
+    return out
+
+
+#: Every family's builders, by module: the public names of this package,
+#: as each module's ``__all__`` declares them. (``ipu_model_tests/ir/
+#: test_lazy_ops.py`` checks them against the imported modules.)
+EXPORTS = {m: names for m, names in _families().items() if names}
 #: Subpackages, imported on first use like the families.
 SUBPACKAGES = ("collectives", "var_updates")
 #: Modules with gradient rules but no public builders of their own.
-RULE_MODULES = ("sum_n", "indexing", "var_updates")
+RULE_MODULES = ("sum_n", "indexing", "var_updates")  # sum_n: an empty __all__
 
 _OWNER = {name: mod for mod, names in EXPORTS.items() for name in names}
 

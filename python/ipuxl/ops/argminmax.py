@@ -38,8 +38,8 @@ def _arg_shape(ins, attrs, graphs=()):
              dtypes.int32)]
 
 
-define_op("ArgMax", _arg_shape, no_grad="integer output", model="sort")
-define_op("ArgMin", _arg_shape, no_grad="integer output", model="sort")
+define_op("ArgMax", _arg_shape, no_grad="integer output", cost="sort")
+define_op("ArgMin", _arg_shape, no_grad="integer output", cost="sort")
 
 
 def argmax(t: Tensor, dim: int = 0, keepdim: bool = False) -> Tensor:

@@ -1,8 +1,10 @@
 """Arithmetic binary ops with NumPy broadcasting: add, sub, mul, div and
 their in-place forms (which write into, and return, the left operand)."""
+from dataclasses import replace
+
 from ..grad import register_grad
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .rules import broadcast, broadcast_into
 from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
@@ -40,11 +42,27 @@ def _binary_inplace(kind: str, name: str, lhs: Tensor, rhs) -> Tensor:
     return create_op(kind, [lhs, rhs], [name], name=name).outputs[0]
 
 
+#: IPU-model cost of each op and its in-place variant: BinaryOp1D's figures
+#: (shared/reference/ipu_model.md §3.1) for Div; the class defaults else.
+_COST = {"Div": Cost("elementwise", vertex="Div", header=(29, 26), per_vector=(10, 21),
+                     unroll=(2, 4))}
+
+
+def _output_elements(op) -> int:
+    """One FLOP per output element (popxl_addons' performance_utils count)."""
+    n = 1
+    for d in op.outputs[0].shape:
+        n *= int(d)
+    return n
+
+
 for _t in ("Add", "Sub", "Mul", "Div"):
     # PopART's grad ops of Mul and Div read the forward output.
-    define_op(_t, broadcast(), stash_outputs=_t in ("Mul", "Div"))
+    define_op(_t, broadcast(), stash_outputs=_t in ("Mul", "Div"),
+              cost=replace(_COST.get(_t, Cost("elementwise", vertex=_t)), flops=_output_elements))
     define_op(f"{_t}LhsInplace", broadcast_into(0), aliases=((0, 0),), modifies=(0,),
-              no_grad="modifies its input (autodiff rejects modifying ops)")
+              no_grad="modifies its input (autodiff rejects modifying ops)",
+              cost=_COST.get(_t, Cost("elementwise", vertex=_t)))
 
 
 def add(lhs: Tensor, rhs: Tensor) -> Tensor:

@@ -47,7 +47,7 @@ def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
     return out.outputs[0]
 
 
-define_op("Cast", lambda ins, attrs, graphs=(): [(ins[0].shape, attrs["_to"])])
+define_op("Cast", lambda ins, attrs, graphs=(): [(ins[0].shape, attrs["_to"])], cost="elementwise")
 
 
 def _check_log2_scale(log2_scale: Tensor):
@@ -103,9 +103,9 @@ def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dty
 
 _NO_FP8_GRAD = "float8 is not supported for training (as PopART)"
 define_op("Pow2ScaleThenCast", lambda ins, attrs, graphs=(): [(ins[0].shape, attrs["_to"])],
-          no_grad=_NO_FP8_GRAD)
+          no_grad=_NO_FP8_GRAD, cost="elementwise")
 define_op("CastThenPow2Scale", lambda ins, attrs, graphs=(): [(ins[0].shape, attrs["_to"])],
-          no_grad=_NO_FP8_GRAD)
+          no_grad=_NO_FP8_GRAD, cost="elementwise")
 
 #: Earlier PopXL names of the two fp8 casts.
 pow2scale_then_cast = pow2scale_cast_to_fp8

@@ -16,7 +16,7 @@ _DESTINATIONS = ("executable", "compute_buffer", "io_buffer")
 
 # It moves code, which no data dependency shows: it must stay in the program.
 define_op("RemoteCodeLoad", no_outputs, side_effects=True, recomputable=False,
-          no_grad="moves code, not data", model="code_load", merge="exchange")
+          no_grad="moves code, not data", cost="code_load", merge="exchange")
 
 
 def remote_code_load(graph: Graph, destination: str) -> None:

@@ -199,15 +199,15 @@ def _weights_grad_shape(ins, attrs, graphs=()):
     return [(ws, dy.dtype)]
 
 
-define_op("Conv", _conv_shape)
+define_op("Conv", _conv_shape, cost="conv")
 define_op("ConvPow2Scaled", _conv_shape, kernel="Conv",
           no_grad="float8 convolutions are not differentiable (PopART: float8 is not supported "
-                  "for training)")
-define_op("ConvDataGrad", _data_grad_shape)
+                  "for training)", cost="conv")
+define_op("ConvDataGrad", _data_grad_shape, cost="conv_data_grad")
 define_op("ConvDataGradPow2Scaled", _data_grad_shape, kernel="ConvDataGrad",
           no_grad="float8 convolutions are not differentiable (PopART: float8 is not supported "
-                  "for training)")
-define_op("ConvWeightsGrad", _weights_grad_shape)
+                  "for training)", cost="conv_data_grad")
+define_op("ConvWeightsGrad", _weights_grad_shape, cost="conv_weights_grad")
 
 
 def _public(attrs):

@@ -28,7 +28,7 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
     return op.outputs[0]
 
 
-define_op("CumSum", like_input(0), model="scan")
+define_op("CumSum", like_input(0), cost="scan")
 
 
 @register_grad("CumSum")

@@ -122,7 +122,7 @@ def remote_store(remote_buffer: RemoteBuffer, offset: Union[int, Tensor], t: Ten
 
 # ---------------------------------------------------------------- IO tiles
 define_op("IoTileCopy", lambda ins, attrs, graphs=(): [(ins[0].shape, ins[0].dtype)],
-          kernel="Identity", model="copy")
+          kernel="Identity", cost="rearrange")
 
 
 def io_tile_copy(t: Tensor) -> Tensor:

@@ -25,7 +25,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from .rules import like_input
 from ..tensor import Constant, Tensor, constant
 from .shape import _is_int
@@ -76,8 +76,8 @@ def _gather_shape(ins, attrs, graphs=()):
     return [(t.shape[:axis] + indices.shape + t.shape[axis + 1:], t.dtype)]
 
 
-define_op("Gather", _gather_shape, model="gather")
-define_op("TiedGather", _gather_shape, model="gather")
+define_op("Gather", _gather_shape, cost="gather")
+define_op("TiedGather", _gather_shape, cost="gather")
 
 
 def gather(t: Tensor, indices: Tensor, axis: int = 0,
@@ -140,7 +140,7 @@ def scatter(t: Tensor, indices: Tensor, values: Tensor, axis: int = 0,
                      name=op).outputs[0]
 
 
-define_op("Scatter", like_input(0), model="scatter")
+define_op("Scatter", like_input(0), cost="scatter")
 
 
 _REDUCTIONS = ("sum", "max", "min", "mul", "none")
@@ -230,7 +230,7 @@ def _scatter_reduce_shape(ins, attrs, graphs=()):
     return [(tuple(shape), data.dtype)]
 
 
-define_op("ScatterReduce", _scatter_reduce_shape, model="scatter")
+define_op("ScatterReduce", _scatter_reduce_shape, cost="scatter")
 
 
 def _dynamic_args(op: str, t: Tensor, index, axes, sizes):
@@ -306,9 +306,9 @@ def _dynamic_slice_shape(ins, attrs, graphs=()):
     return [(tuple(part), ins[0].dtype)]
 
 
-define_op("DynamicSlice", _dynamic_slice_shape, model="gather")
-define_op("DynamicUpdate", like_input(0), model="scatter")
-define_op("DynamicUpdateInplace", like_input(0), aliases=((0, 0),), modifies=(0,), model="scatter",
+define_op("DynamicSlice", _dynamic_slice_shape, cost="gather")
+define_op("DynamicUpdate", like_input(0), cost="scatter")
+define_op("DynamicUpdateInplace", like_input(0), aliases=((0, 0),), modifies=(0,), cost=Cost("scatter", vertex="DynamicUpdate"),
           no_grad="modifies its input (autodiff rejects modifying ops)")
 
 
@@ -372,7 +372,7 @@ def _onehot_shape(ins, attrs, graphs=()):
     return [(t.shape[:axis] + (attrs["depth"],) + t.shape[axis:], ins[2].dtype)]
 
 
-define_op("Onehot", _onehot_shape, model="fill")
+define_op("Onehot", _onehot_shape, cost="fill")
 
 
 # ---- gradient rules

@@ -26,4 +26,4 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
 
 
 define_op("Init", lambda ins, attrs, graphs=(): [(attrs["_shape"], attrs["_dtype"])],
-          no_grad="no inputs", model="fill", merge="init")
+          no_grad="no inputs", cost="fill", merge="init")

@@ -26,7 +26,7 @@ def _ipu_copy_shape(ins, attrs, graphs=()):
     return [(ins[0].shape, ins[0].dtype)]
 
 
-define_op("IpuCopy", _ipu_copy_shape, kind="ipu_copy", model="copy")
+define_op("IpuCopy", _ipu_copy_shape, kind="ipu_copy")
 
 
 def _check_ipu(what: str, v) -> int:

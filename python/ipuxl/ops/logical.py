@@ -17,8 +17,8 @@ from .utils import (ALL_DTYPES, NUMERIC_DTYPES, broadcast_shapes, check_dtype_in
 __all__ = ["logical_and", "logical_or", "logical_not", "equal", "greater"]
 
 for _t in ("And", "Or", "Equal", "Greater"):
-    define_op(_t, broadcast(dtypes.bool), no_grad="boolean output")
-define_op("Not", like_input(0, dtypes.bool), no_grad="boolean output")
+    define_op(_t, broadcast(dtypes.bool), no_grad="boolean output", cost="elementwise")
+define_op("Not", like_input(0, dtypes.bool), no_grad="boolean output", cost="elementwise")
 
 
 def _operands(name: str, lhs, rhs, lhs_name: str = "lhs", rhs_name: str = "rhs"):

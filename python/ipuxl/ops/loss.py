@@ -124,8 +124,8 @@ def _loss_spec(ins, attrs):
     return ((labels.shape if attrs["reduction"] == "none" else ()), probs.dtype)
 
 
-define_op("Nll", lambda ins, attrs, graphs=(): [_loss_spec(ins, attrs)], model="loss")
-define_op("NlllWithSoftmaxGradDirect", model="loss", shape=
+define_op("Nll", lambda ins, attrs, graphs=(): [_loss_spec(ins, attrs)], cost="loss")
+define_op("NlllWithSoftmaxGradDirect", cost="loss", shape=
           lambda ins, attrs, graphs=(): [_loss_spec(ins, attrs), (ins[0].shape, ins[0].dtype)],
           no_grad="returns its own gradient (as in PopXL)")
 

@@ -6,7 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_grad
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, check_same_dtype, to_tensor
 
@@ -68,9 +68,20 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
     return out
 
 
+def matmul_flops(op) -> int:
+    """``(.., n, k) @ (.., k, m)``: 2 k per output element (popxl_addons'
+    performance_utils count)."""
+    a, b = op.inputs[0], op.inputs[1]
+    k = a.shape[-1]
+    expected = b.shape[-2] if len(b.shape) > 1 else b.shape[-1]
+    if k != expected:
+        raise ValueError(f"{op.name}: contraction sizes differ ({k} and {expected})")
+    return int(2 * k * int(np.prod(op.outputs[0].shape, dtype=np.int64)))
+
+
 define_op("MatMul", lambda ins, attrs, graphs=(): [(matmul_shape("MatMul", ins[0], ins[1]),
                                                     ins[0].dtype)],
-          model="matmul")
+          cost=Cost("matmul", flops=matmul_flops))
 
 
 def matmul_pow2scaled(lhs: Tensor, rhs: Tensor, log2_scale: Tensor,
@@ -105,7 +116,7 @@ def matmul_pow2scaled(lhs: Tensor, rhs: Tensor, log2_scale: Tensor,
 define_op("MatMulPow2Scaled",
           lambda ins, attrs, graphs=(): [(matmul_shape("matmul_pow2scaled", ins[0], ins[1]),
                                           dtypes.float16)],
-          no_grad="float8 is not supported for training (as PopART)")
+          no_grad="float8 is not supported for training (as PopART)", cost="matmul")
 
 
 def _swap_last(t: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .rules import broadcast, like_input
 from .utils import (NUMERIC_DTYPES, broadcast_shapes, check_dtype_in, check_in_graph,
@@ -157,16 +157,18 @@ def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
                      name="increment_mod_").outputs[0]
 
 
+#: [assumption] Pow and Fmod: BinaryOp1D's header, 20 cycles per vector.
+_POW_COST = dict(header=(29, 26), per_vector=(20, 20), unroll=(2, 4))
 # PopART's grad ops of Pow and Fmod read the forward output.
-define_op("Fmod", broadcast(), stash_outputs=True)
-define_op("Pow", broadcast(), stash_outputs=True)
-define_op("Max", broadcast())
-define_op("Identity", like_input(0), model="copy")
-define_op("Detach", like_input(0), model="copy")
-define_op("DetachInplace", like_input(0), aliases=((0, 0),), model="view")
-define_op("IncrementMod", like_input(0))
+define_op("Fmod", broadcast(), stash_outputs=True, cost=Cost("elementwise", **_POW_COST))
+define_op("Pow", broadcast(), stash_outputs=True, cost=Cost("elementwise", **_POW_COST))
+define_op("Max", broadcast(), cost="elementwise")
+define_op("Identity", like_input(0), cost="copy")
+define_op("Detach", like_input(0), cost="copy")
+define_op("DetachInplace", like_input(0), aliases=((0, 0),), cost="view")
+define_op("IncrementMod", like_input(0), cost="elementwise")
 define_op("IncrementModInplace", like_input(0), aliases=((0, 0),), modifies=(0,),
-          no_grad="modifies its input (autodiff rejects modifying ops)")
+          no_grad="modifies its input (autodiff rejects modifying ops)", cost=Cost("elementwise", vertex="IncrementMod"))
 
 
 # ---- gradient rules

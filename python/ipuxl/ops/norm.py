@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes
 from ..grad import register_decomposition, register_grad
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .utils import check_in_graph, check_tensor_ipu_and_tile_set
 
@@ -57,9 +57,20 @@ def _group_norm_grad_shape(ins, attrs, graphs=()):
     return [(x.shape, x.dtype), (c, x.dtype), (c, x.dtype)]
 
 
-define_op("GroupNorm", _group_norm_shape)
-define_op("GroupNormGrad", _group_norm_grad_shape)
-define_op("BatchNormInference", lambda ins, attrs, graphs=(): [(ins[0].shape, ins[0].dtype)])
+def _group_norm_flops(op) -> int:
+    """popxl_addons' performance_utils count: the mean and variance of each
+    group cost about one and two operations per element; normalising
+    (x - mean) / std, then scale and shift, four per output element."""
+    x, out, mean = op.inputs[0], op.outputs[0], op.outputs[1]
+    groups = mean.shape[0] // x.shape[0]
+    per_group = x.shape[-1] * x.shape[-2] // groups
+    n_out = int(np.prod(out.shape, dtype=np.int64))
+    return int(per_group + 2 * per_group + 2 * mean.shape[0] + 4 * n_out)
+
+
+define_op("GroupNorm", _group_norm_shape, cost=Cost("norm", flops=_group_norm_flops))
+define_op("GroupNormGrad", _group_norm_grad_shape, cost="norm")
+define_op("BatchNormInference", lambda ins, attrs, graphs=(): [(ins[0].shape, ins[0].dtype)], cost="norm")
 
 
 def group_norm(t: Tensor, weight: Tensor, bias: Tensor, num_groups: int,

@@ -107,11 +107,11 @@ def _select_shape(ins, attrs, graphs=()):
     return _pool_shape([x], attrs)
 
 
-define_op("AveragePool", _pool_shape)
-define_op("MaxPool", _pool_shape)
-define_op("AveragePoolGrad", _pool_grad_shape)
-define_op("MaxPoolGrad", _pool_grad_shape)
-define_op("MaxPoolSelect", _select_shape)
+define_op("AveragePool", _pool_shape, cost="pool")
+define_op("MaxPool", _pool_shape, cost="pool")
+define_op("AveragePoolGrad", _pool_grad_shape, cost="pool")
+define_op("MaxPoolGrad", _pool_grad_shape, cost="pool")
+define_op("MaxPoolSelect", _select_shape, cost="pool")
 
 
 def _kernel_attrs(attrs):

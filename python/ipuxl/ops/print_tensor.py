@@ -79,7 +79,7 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True,
 
 # Printing is its effect: it runs even when nothing reads its output, and it
 # is not repeated by recomputation in a gradient graph.
-define_op("PrintTensor", like_input(0), side_effects=True, recomputable=False, model="print")
+define_op("PrintTensor", like_input(0), side_effects=True, recomputable=False, cost="print")
 
 
 # ---- gradient rule: identity, printing the gradient when asked (PopART's

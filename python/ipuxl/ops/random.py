@@ -177,12 +177,12 @@ def create_random_seed(seed: Tensor, modifier: Tensor) -> Tensor:
 # Random ops are not recomputed in a gradient graph (as PopART): a
 # recomputation would have to reproduce the forward pass's seed exactly.
 _sampled = lambda ins, attrs, graphs=(): [(tuple(attrs["shape"]), attrs["_dtype"])]  # noqa: E731
-define_op("RandomUniform", _sampled, recomputable=False, model="random", no_grad="samples: no input to differentiate")
-define_op("RandomNormal", _sampled, recomputable=False, model="random", no_grad="samples: no input to differentiate")
-define_op("Dropout", like_input(0), recomputable=False, model="random")
-define_op("ShapedDropout", like_input(0), recomputable=False, model="random")
+define_op("RandomUniform", _sampled, recomputable=False, cost="random", no_grad="samples: no input to differentiate")
+define_op("RandomNormal", _sampled, recomputable=False, cost="random", no_grad="samples: no input to differentiate")
+define_op("Dropout", like_input(0), recomputable=False, cost="random")
+define_op("ShapedDropout", like_input(0), recomputable=False, cost="random")
 define_op("ModifyRandomSeed", lambda ins, attrs, graphs=(): [((2,), dtypes.uint32)],
-          no_grad="integer output")
+          no_grad="integer output", cost="elementwise")
 
 
 def split_random_seed(seed: Tensor, n: int = 2) -> Tuple[Tensor, ...]:

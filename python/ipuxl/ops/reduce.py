@@ -113,11 +113,11 @@ def _reduce_shape(ins, attrs, graphs=()):
 
 for _t in ("Sum", "Mean", "Max", "Min", "Median", "Prod", "L1", "L2", "LogSum", "LogSumExp",
            "SumSquare"):
-    define_op(f"Reduce{_t}", _reduce_shape, model="reduce")
-define_op("LambSquare", lambda ins, attrs, graphs=(): [((), dtypes.float32)], model="reduce")
+    define_op(f"Reduce{_t}", _reduce_shape, cost="reduce")
+define_op("LambSquare", lambda ins, attrs, graphs=(): [((), dtypes.float32)], cost="reduce")
 define_op("Histogram", lambda ins, attrs, graphs=(): [((len(attrs["levels"]) + 1,),
                                                         dtypes.uint32)],
-          no_grad="integer output", model="reduce")
+          no_grad="integer output", cost="reduce")
 
 
 def sum(t: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:

@@ -45,8 +45,8 @@ def _resize_grad_shape(ins, attrs, graphs=()):
     return [(xs, ins[0].dtype)]
 
 
-define_op("Resize", _resize_shape)
-define_op("ResizeGrad", _resize_grad_shape)
+define_op("Resize", _resize_shape, cost="elementwise")
+define_op("ResizeGrad", _resize_grad_shape, cost="elementwise")
 
 
 def interpolate(t: Tensor, scale_factor: Optional[Tuple[float]] = (1.0, 1.0, 1.0, 1.0),
@@ -119,8 +119,8 @@ def _roi_grad_shape(ins, attrs, graphs=()):
     return [(tuple(attrs["_x_shape"]), ins[0].dtype)]
 
 
-define_op("RoiAlign", _roi_shape)
-define_op("RoiAlignGrad", _roi_grad_shape)
+define_op("RoiAlign", _roi_shape, cost="elementwise")
+define_op("RoiAlignGrad", _roi_grad_shape, cost="elementwise")
 
 
 def roi_align(t: Tensor, rois: Tensor, batch_index: Tensor, output_size: Tuple[int],

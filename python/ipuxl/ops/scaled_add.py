@@ -5,7 +5,7 @@ from typing import Union
 import numpy as np
 
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .rules import like_input
 from .utils import NUMERIC_DTYPES, check_dtype_in, check_in_graph, same_tile_set
@@ -44,9 +44,9 @@ def _scaled_add(kind: str, name: str, out_name: str, X: Tensor, Y: Tensor, a, b,
     return create_op(kind, ins, [out_name], attrs, name=name).outputs[0]
 
 
-define_op("ScaledAdd", like_input(0))
+define_op("ScaledAdd", like_input(0), cost="elementwise")
 define_op("ScaledAddLhsInplace", like_input(0), aliases=((0, 0),), modifies=(0,),
-          no_grad="modifies its input (autodiff rejects modifying ops)")
+          no_grad="modifies its input (autodiff rejects modifying ops)", cost=Cost("elementwise", vertex="ScaledAdd"))
 
 
 def scaled_add(X: Tensor, Y: Tensor, a: Union[float, Tensor] = 1.0,  # noqa: N803

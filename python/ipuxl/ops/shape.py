@@ -204,10 +204,10 @@ def _transpose_shape(ins, attrs, graphs=()):
     return [(_transposed_shape(t, perm), t.dtype)]
 
 
-define_op("Reshape", _reshape_shape, model="copy")
-define_op("ReshapeInplace", _reshape_shape, aliases=((0, 0),), model="view")
-define_op("Transpose", _transpose_shape, model="copy")
-define_op("TransposeInplace", _transpose_shape, model="view",
+define_op("Reshape", _reshape_shape, cost="copy")
+define_op("ReshapeInplace", _reshape_shape, aliases=((0, 0),), cost="view")
+define_op("Transpose", _transpose_shape, cost="rearrange")
+define_op("TransposeInplace", _transpose_shape, cost="view",
           aliases=lambda ins, attrs, graphs=(): ((0, 0),) if _keeps_layout(ins[0], attrs["perm"])
           else ())
 

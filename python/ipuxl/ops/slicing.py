@@ -135,8 +135,8 @@ def _whole_slice(ins, attrs, graphs=()) -> bool:
         b == 0 and (s == 1 or n <= 1) for b, s, n in zip(attrs["starts"], attrs["steps"], t.shape))
 
 
-define_op("Slice", _slice_shape, model="copy")
-define_op("SliceInplace", _slice_shape, model="view",
+define_op("Slice", _slice_shape, cost="rearrange")
+define_op("SliceInplace", _slice_shape, cost="view",
           aliases=lambda ins, attrs, graphs=(): ((0, 0),) if _whole_slice(ins, attrs) else ())
 
 
@@ -169,7 +169,7 @@ def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
                      {"strides": [int(s) for s in strides]}, name="subsample").outputs[0]
 
 
-define_op("Subsample", model="copy", shape=lambda ins, attrs, graphs=(): [
+define_op("Subsample", cost="rearrange", shape=lambda ins, attrs, graphs=(): [
     (tuple(-(-d // s) for d, s in zip(ins[0].shape, attrs["strides"])), ins[0].dtype)])
 
 
@@ -222,7 +222,7 @@ def _split_shape(ins, attrs, graphs=()):
     return [(t.shape[:axis] + (s,) + t.shape[axis + 1:], t.dtype) for s in sizes]
 
 
-define_op("Split", _split_shape, model="copy")
+define_op("Split", _split_shape, cost="rearrange")
 
 
 def _concat_check(op: str, ts) -> Tuple[List[Tensor], int]:
@@ -288,8 +288,8 @@ def _concat_rule(ins, attrs, graphs=()):
     return [(_concat_shape("concat", ins, attrs["axis"])[1], ins[0].dtype)]
 
 
-define_op("Concat", _concat_rule, model="copy")
-define_op("ConcatInplace", _concat_rule, model="view",
+define_op("Concat", _concat_rule, cost="rearrange")
+define_op("ConcatInplace", _concat_rule, cost="view",
           aliases=lambda ins, attrs, graphs=(): ((0, 0),) if len(ins) == 1 else ())
 
 

@@ -27,10 +27,10 @@ def softmax(t: Tensor, axis: int) -> Tensor:
     return op.outputs[0]
 
 
-define_op("Softmax", like_input(0), model="softmax")
+define_op("Softmax", like_input(0), cost="softmax")
 
 
-define_op("SoftmaxGrad", like_input(0), model="softmax")
+define_op("SoftmaxGrad", like_input(0), cost="softmax")
 
 
 @register_grad("Softmax")

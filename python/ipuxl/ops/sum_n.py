@@ -27,7 +27,7 @@ def sum_n(tensors: Sequence[Tensor], name: Optional[str] = None, out_name: Optio
     return op.outputs[0]
 
 
-define_op("Sum", like_input(0))
+define_op("Sum", like_input(0), cost="elementwise")
 
 
 @register_grad("Sum")

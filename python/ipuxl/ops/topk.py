@@ -50,7 +50,7 @@ def _topk_shape(ins, attrs, graphs=()):
     return [(tuple(shape), ins[0].dtype), (tuple(shape), dtypes.int32)]
 
 
-define_op("TopK", _topk_shape, model="sort")
+define_op("TopK", _topk_shape, cost="sort")
 
 
 @register_grad("TopK")

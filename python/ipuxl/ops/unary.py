@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..op import create_op
-from ..opdef import define_op
+from ..opdef import Cost, define_op
 from ..tensor import Tensor
 from .rules import like_input
 from .utils import FLOAT_DTYPES, NUMERIC_DTYPES, check_dtype_in, check_in_graph, to_tensor
@@ -40,13 +40,33 @@ def _unary(kind: str, name: str, t: Tensor, allowed: Sequence[dtypes.dtype],
 
 _SAME_SHAPE = ("Abs", "Neg", "Sqrt", "Exp", "Log", "Sin", "Cos", "Tanh", "Relu", "Gelu", "GeluErf",
               "Swish", "Ceil", "Floor", "Sign", "Clip")
+#: IPU-model figures of UnaryOp1D (shared/reference/ipu_model.md §3.1):
+#: (header, per_vector, unroll), each (other dtypes, float16); ops the table
+#: does not list take the class defaults, and the transcendental ones it
+#: does not list [assumption] exp's header and a polynomial's cycles.
+_FIGURES = {
+    "Exp": ((42, 42), (6, 4), (2, 4)),
+    "Tanh": ((26, 26), (12, 4), (2, 4)),
+    "Sqrt": ((26, 26), (10, 23), (2, 4)),
+    **{t: ((42, 42), (14, 8), (2, 4)) for t in ("Log", "Gelu", "GeluErf", "Swish", "Sin", "Cos")},
+}
+
+
+def _cost(t: str) -> Cost:
+    """The cost of op ``t`` and of its in-place variant (same vertex)."""
+    if t not in _FIGURES:
+        return Cost("elementwise", vertex=t)
+    header, per_vector, unroll = _FIGURES[t]
+    return Cost("elementwise", vertex=t, header=header, per_vector=per_vector, unroll=unroll)
+
+
 for _t in _SAME_SHAPE:
-    define_op(_t, like_input(0))
+    define_op(_t, like_input(0), cost=_cost(_t))
 for _t in ("IsNaN", "IsInf"):
-    define_op(_t, like_input(0, dtypes.bool), no_grad="boolean output")
+    define_op(_t, like_input(0, dtypes.bool), no_grad="boolean output", cost="elementwise")
 for _t in ("Exp", "Relu", "Gelu", "GeluErf", "Swish"):
     define_op(f"{_t}Inplace", like_input(0), aliases=((0, 0),), modifies=(0,),
-              no_grad="modifies its input (autodiff rejects modifying ops)")
+              no_grad="modifies its input (autodiff rejects modifying ops)", cost=_cost(_t))
 
 
 def abs(t: Tensor) -> Tensor:  # noqa: A001 - PopXL name
@@ -323,7 +343,7 @@ def _swish_grad(ctx):
     return [ctx.g() * _swish_derivative(None, ctx.x(0))[0]]
 
 
-define_op("GeluGrad", like_input(0))
+define_op("GeluGrad", like_input(0), cost="elementwise")
 
 
 @register_grad("Gelu")

@@ -41,7 +41,7 @@ def where(condition: Tensor, lhs: Tensor, rhs: Tensor) -> Tensor:
     return create_op("Where", [condition, lhs, rhs], ["where_out"], name="where").outputs[0]
 
 
-define_op("Where", broadcast(dtype_of=1))
+define_op("Where", broadcast(dtype_of=1), cost="elementwise")
 
 
 # ---- gradient rule

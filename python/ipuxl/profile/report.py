@@ -29,28 +29,11 @@ import numpy as np
 
 from .model import IpuModel, OutOfMemoryError
 
-__all__ = ["Profile", "profile_program", "code_loads", "load"]
+__all__ = ["Profile", "profile_program", "load"]
 
 CODE = ("vertexCode", "controlCode", "internalExchangeCode", "hostExchangeCode",
         "globalExchangeCode")
 ALWAYS_LIVE = CODE + ("vertexInstanceState", "copyDescriptor", "stack", "variables", "constants")
-
-
-def code_loads(prog) -> list:
-    """``(op index, graph index)`` of every ``remote_code_load`` in a lowered
-    Program, in ``to_desc``'s numbering."""
-    from ..lowering.program import _cost_class
-
-    gindex = {g: i for i, g in enumerate(prog.graphs)}
-    out, k = [], 0
-    for g in prog.graphs:
-        for e in prog.entries[g]:
-            if _cost_class(e.type) == "code_load":
-                target = e.op.attrs.get("_graph")
-                if target in gindex:
-                    out.append((k, gindex[target]))
-            k += 1
-    return out
 
 
 def profile_program(prog, desc, model: IpuModel, cpu: bool = False,
@@ -60,7 +43,6 @@ def profile_program(prog, desc, model: IpuModel, cpu: bool = False,
     from .._core_loader import core
 
     opts = model.core_options(cpu=cpu)
-    opts["code_loads"] = code_loads(prog)
     # IO tiles: the model's own setting, else the program's numIOTiles
     # (``ir._pb_ir.getSessionOptions().numIOTiles``), checked as PopART does.
     io = getattr(prog.ir, "num_io_tiles", 0) if prog.ir is not None else 0

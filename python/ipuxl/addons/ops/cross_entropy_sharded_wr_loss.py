@@ -64,7 +64,7 @@ def _shape(ins, attrs, graphs=()):
     return [((n_samples,), first.dtype)] + [(x.shape, x.dtype) for x in logits]
 
 
-define_op("CrossEntropyShardedWR", _shape, model="loss")
+define_op("CrossEntropyShardedWR", _shape, cost="loss")
 
 
 def cross_entropy_sharded_wr_loss(logits: List[Tensor], indices: List[Tensor],

@@ -12,7 +12,7 @@ max_scaling_bias = 31
 min_scaling_bias = -31
 
 define_op("Fp8MseScale", lambda ins, attrs, graphs=(): [((), dtypes.int32)],
-          no_grad="a scale search: its integer result carries no gradient")
+          no_grad="a scale search: its integer result carries no gradient", cost="reduce")
 
 
 def fp8_mse_scale(src: Tensor, dtype=dtypes.float8_143) -> Tensor:

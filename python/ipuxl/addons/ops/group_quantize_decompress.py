@@ -49,7 +49,7 @@ def _shape(ins, attrs, graphs=()):
     return [((rows, groups * ids * 4), scale.dtype)]
 
 
-define_op("GroupQuantizeDecompress", _shape)
+define_op("GroupQuantizeDecompress", _shape, cost="elementwise")
 
 
 def group_quantize_decompress(t: Tensor, group_scale: Tensor, group_bias: Tensor,

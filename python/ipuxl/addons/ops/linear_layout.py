@@ -11,7 +11,7 @@ __all__ = ["linear_layout"]
 
 # A copy (the Identity kernel) into a new tensor; the IPU model gives a
 # copy's output a linear tile mapping (poputil::mapTensorLinearly).
-define_op("LinearLayout", like_input(), kernel="Identity", model="copy")
+define_op("LinearLayout", like_input(), kernel="Identity", cost="copy")
 
 
 def linear_layout(t: Tensor, bs: int = 1) -> Tensor:

@@ -63,7 +63,7 @@ def replicated_all_reduce_strided(t: Tensor, op: str = "add",
 
 # Forward identity, gradient all-reduce (PopART's identicalInputs).
 define_op("ReplicatedAllReduceIdenticalInputs", lambda ins, attrs, graphs=():
-          [(ins[0].shape, ins[0].dtype)], kernel="Identity", model="copy")
+          [(ins[0].shape, ins[0].dtype)], kernel="Identity", cost="copy")
 
 
 def replicated_all_reduce_strided_identical_inputs(t: Tensor, op: str = "add",
@@ -97,7 +97,7 @@ def replicated_all_reduce_strided_identical_grad_inputs(t: Tensor, op: str = "ad
     check_dtype_in(what, t, NUMERIC_DTYPES)
     group = _c._grouping(what, group)
     return create_op("ReplicatedAllReduceIdenticalGradInputs", [t], [t.name + "_all_reduce"],
-                     {"_collective": (0, code, tuple(group.assignment)), "_op": op,
+                     {"_collective": (_c._ALL_REDUCE, code, tuple(group.assignment)), "_op": op,
                       "_grouping": group},
                      name="replicated_all_reduce_identical_grad_inputs").outputs[0]
 

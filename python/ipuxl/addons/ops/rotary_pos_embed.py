@@ -56,8 +56,8 @@ def _shape(ins, attrs, graphs=()):
     return [(x.shape, x.dtype)]
 
 
-define_op("RotaryPosEmbed", _shape)
-define_op("RotaryPosEmbedGrad", _shape)
+define_op("RotaryPosEmbed", _shape, cost="elementwise")
+define_op("RotaryPosEmbedGrad", _shape, cost="elementwise")
 
 
 def rotary_pos_embed(t: Tensor, sin: Tensor, cos: Tensor,

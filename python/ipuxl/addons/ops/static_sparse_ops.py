@@ -43,7 +43,7 @@ def _shape(ins, attrs, graphs=()):
     return [((*lhs.shape[:-1], int(attrs["output_cols"])), lhs.dtype)]
 
 
-define_op("SparseMatMul", _shape)
+define_op("SparseMatMul", _shape, cost="elementwise")
 
 
 def _csr_attrs(data, indices, indptr, output_cols):

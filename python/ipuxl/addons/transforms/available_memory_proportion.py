@@ -32,7 +32,7 @@ def _proportions(proportions: Iterable[float]) -> Dict[int, float]:
 
 
 def _set(op, props: Dict[int, float]) -> None:
-    if get_opdef(op.type).model == "matmul":
+    if get_opdef(op.type).cost_class == "matmul":
         op.attrs["available_memory_proportion"] = props.get(op.ipu or 0, props[0])
 
 

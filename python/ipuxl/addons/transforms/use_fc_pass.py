@@ -14,7 +14,7 @@ __all__ = ["disable_fc_pass", "enable_fc_pass"]
 def _set(ir, flag: bool) -> None:
     for g in ir._graphs.values():
         for op in g._ops:
-            if get_opdef(op.type).model == "matmul":
+            if get_opdef(op.type).cost_class == "matmul":
                 op.attrs["_use_fully_connected_pass"] = flag
 
 

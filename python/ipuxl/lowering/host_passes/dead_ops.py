@@ -16,10 +16,12 @@ def run(prog: Program) -> int:
     skipped = 0
     for g in prog.graphs:
         live = {id(t) for t in prog.graph_outputs[g]}
-        for e in reversed(prog.entries[g]):
+        entries = prog.entries[g]
+        for i in range(len(entries) - 1, -1, -1):
+            e = entries[i]
             if e.side_effects or e.modified or any(id(t) in live for t in e.outputs):
                 live.update(id(t) for t in e.inputs if t is not None)
             elif not e.skip and e.kind == "kernel":
-                e.skip = True
+                entries[i] = e.derive(skip=True)
                 skipped += 1
     return skipped

@@ -5,8 +5,8 @@ megabytes spent a large part of its run on that copy.
 
 For each qualifying store the core points the tensor (and every tensor
 sharing its storage) at its transfer in the output array when a run starts,
-and back at the arena when the run ends, also when it fails (attribute
-``write_host_directly``). A run whose arrays do not allow it (a transfer
+and back at the arena when the run ends, also when it fails (the entry's
+typed field ``write_host_directly``). A run whose arrays do not allow it (a transfer
 not 64-byte aligned as the arena's tensors are, or an output array sharing
 bytes with another stream's array) copies as before; ``Session.run`` and
 ``Session.create_host_outputs`` allocate the arrays of these streams 64-byte
@@ -39,9 +39,6 @@ from typing import Dict, List
 from .analysis import alias_roots, root_of, touches, writes
 
 NAME = "direct_host_stores"
-
-#: The core attribute that makes a HostStore's tensor live in the host array.
-ATTR = "write_host_directly"
 
 #: Smaller tensors are copied: aligning their arrays costs more than it saves.
 MIN_BYTES = 16 * 1024
@@ -93,8 +90,7 @@ def run(prog) -> int:
             continue
         if any(writes(x, roots, target) for x in entries[pos + 1:]):
             continue
-        e.attrs = dict(e.attrs)
-        e.attrs[ATTR] = 1
+        entries[pos] = e.derive(write_host_directly=True)
         done.add(id(r))  # a second stream of the same storage copies from the first
         marked += 1
     return marked

@@ -10,7 +10,7 @@ no intermediate result is a graph output. The fused GEMM runs where the last
 fused op ran (so the bias exists, whatever the schedule), which needs that
 no entry in between writes (a view of) an operand or the bias.
 """
-from ..program import Entry, Program
+from ..program import Program
 from .analysis import alias_roots, is_f32, readers, writes_between
 
 NAME = "fuse_epilogues"
@@ -32,8 +32,9 @@ def run(prog: Program) -> int:
             last = entries.index(absorbed[-1])
             attrs = {k: v for k, v in m.attrs.items() if k in ("trans_lhs", "trans_rhs")}
             attrs["epilogue"] = kind
-            entries[last] = Entry(m.op, "kernel", "MatMul", m.inputs[:2] + [bias], [final],
-                                  attrs, (), (), False)
+            entries[last] = m.derive(kernel="MatMul", inputs=m.inputs[:2] + [bias],
+                                     outputs=[final], attrs=attrs, aliases=(), modified=(),
+                                     side_effects=False)
             for e in absorbed[:-1]:
                 entries.remove(e)
             entries.remove(m)

@@ -67,8 +67,9 @@ def run(prog: Program) -> int:
                 i += 1
                 continue
             attrs = {"alpha": u.attrs["alpha"], "beta": u.attrs["beta"]}
-            entries[i] = Entry(u.op, "kernel", "MatMulInputGradUpdate", [g, w, x],
-                               [dx, u.outputs[0]], attrs, [(1, 1)], [1], False)
+            entries[i] = u.derive(kernel="MatMulInputGradUpdate", inputs=[g, w, x],
+                                  outputs=[dx, u.outputs[0]], attrs=attrs, aliases=[(1, 1)],
+                                  modified=[1], side_effects=False)
             del entries[j]
             fused += 1
     return fused

@@ -37,6 +37,8 @@ def run(prog: Program) -> int:
             continue
         dropped += len(outs) - len(keep)
         prog.graph_outputs[g] = [outs[k] for k in keep]
-        for _, e in s:
-            e.outputs = [e.outputs[k] for k in keep]
+        for pg, e in s:
+            es = prog.entries[pg]
+            i = next(i for i, x in enumerate(es) if x is e)
+            es[i] = e.derive(outputs=[e.outputs[k] for k in keep])
     return dropped

@@ -1,6 +1,6 @@
 """``view_remote_loads``: a main-graph ``remote_load`` whose tensor may as
 well *be* its Streaming Memory entry is run without a copy: the core points
-the tensor at the entry (attribute ``view_streaming_memory``), its in-place
+the tensor at the entry (the entry's typed field ``view_streaming_memory``), its in-place
 updates land in the entry, and a ``remote_store`` of it back to the same
 entry finds it already there (the core skips a store whose source is the
 entry). Phased execution loads weights and optimizer state, updates them in
@@ -41,9 +41,6 @@ from ..program import Entry, Program
 from .analysis import alias_roots, root_of, touches, writes
 
 NAME = "view_remote_loads"
-
-#: The core attribute that makes a RemoteLoad view its entry.
-ATTR = "view_streaming_memory"
 
 
 def _constants(prog: Program) -> Dict[int, int]:
@@ -208,11 +205,7 @@ def _inlined(prog: Program, c: Entry, consts: Dict[int, int]) -> Optional[List[E
             off = caller_of.get(id(off))
             if off is None:
                 return None
-        ne = e.copy()
-        ne.inputs = [None, off]
-        ne.outputs = [c.outputs[o]]
-        ne.exchange_group = -1
-        new.append(ne)
+        new.append(e.derive(inputs=[None, off], outputs=[c.outputs[o]], exchange_group=-1))
     return new if len(seen) == len(g_out) else None
 
 
@@ -230,8 +223,7 @@ def run(prog: Program) -> int:
     viewed = 0
     for pos, e in enumerate(entries):
         if e.kind == "remote_load" and _viewable(prog, entries, pos, roots, env, consts, facts, cache):
-            e.attrs = dict(e.attrs)
-            e.attrs[ATTR] = 1
+            entries[pos] = e.derive(view_streaming_memory=True)
             viewed += 1
     if viewed:
         prog.entries[main] = entries

@@ -27,7 +27,7 @@ def run(prog: Program) -> int:
         roots = alias_roots(entries)
         written = {root_of(roots, t) for e in entries for t in e.written_inputs()}
         out_roots = {root_of(roots, t) for t in prog.graph_outputs[g]}
-        for e in entries:
+        for i, e in enumerate(entries):
             if (e.kernel not in VIEWS or e.skip or e.modified or e.aliases or e.side_effects
                     or len(e.inputs) != 1 or len(e.outputs) != 1):
                 continue
@@ -41,6 +41,6 @@ def run(prog: Program) -> int:
             # reach x, but no entry writes any of them (checked above), and
             # the roots computed before the change stay correct for the rest
             # of this scan because y's storage was never written either.
-            e.kernel, e.aliases = VIEWS[e.kernel], [(0, 0)]
+            entries[i] = e.derive(kernel=VIEWS[e.kernel], aliases=[(0, 0)])
             changed += 1
     return changed

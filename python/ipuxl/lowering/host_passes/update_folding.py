@@ -25,7 +25,8 @@ def _accumulating_matmul(m: Entry, w, out, a: float, b: float) -> Entry:
     ``w``): beta = a, alpha = b."""
     attrs = {k: v for k, v in m.attrs.items() if k in ("trans_lhs", "trans_rhs")}
     attrs.update({"epilogue": "accumulate", "alpha": float(b), "beta": float(a)})
-    return Entry(m.op, "kernel", "MatMul", m.inputs[:2] + [w], [out], attrs, [(0, 2)], [2], False)
+    return m.derive(kernel="MatMul", inputs=m.inputs[:2] + [w], outputs=[out], attrs=attrs,
+                    aliases=[(0, 2)], modified=[2], side_effects=False)
 
 
 def _is_plain_product(m: Entry, like) -> bool:
@@ -131,6 +132,6 @@ def _fold_one(prog: Program, p, u: Entry, sites) -> bool:
     del g_entries[gm_pos]
     del g_outs[k]
     del m.outputs[k]
-    m.modified = sorted(set(m.modified) | {j})
+    entries[pm] = m.derive(modified=sorted(set(m.modified) | {j}))
     entries.remove(u)
     return True

@@ -39,6 +39,7 @@ the sum of every replica's loss); other reductions raise at autodiff.
 from typing import List, Optional
 
 from ... import dtypes
+from ..._core_loader import core
 from ...context import get_current_context, get_current_graph
 from ...errors import UndefinedValue
 from ...grad import register_grad
@@ -53,14 +54,13 @@ __all__ = [
     "all_reduce_identical_inputs", "all_reduce_identical_grad_inputs",
 ]
 
-#: PopXL's reduction names and the core's ReduceOp codes.
-OP_MAP = {"add": 0, "mean": 1, "mul": 2, "min": 3, "max": 4, "and": 5, "or": 6,
-          "square_add": 7}
-_LOCAL = 8
-_OP_NAMES = {v: k for k, v in OP_MAP.items()}
-_OP_NAMES[_LOCAL] = "local"
+#: PopXL's reduction names and the core's ReduceOp codes (its own table).
+OP_MAP = {n: int(v) for n, v in core.ReduceOp.__members__.items() if n != "local"}
+_LOCAL = int(core.ReduceOp.__members__["local"])
+_OP_NAMES = {int(v): n for n, v in core.ReduceOp.__members__.items()}
 #: The core's CollectiveKind codes.
-_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER = 0, 1, 2
+_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER = (
+    int(core.CollectiveKind.__members__[n]) for n in ("all_reduce", "all_gather", "reduce_scatter"))
 
 
 def to_collective_op(op) -> int:
@@ -358,7 +358,7 @@ def _all_reduce_shape(ins, attrs, graphs=()):
     return [(ins[0].shape, ins[0].dtype)] * len(ins)
 
 
-define_op("AllReduce", _all_reduce_shape, model="elementwise")
+define_op("AllReduce", _all_reduce_shape, cost="collective")
 
 
 def _all_reduce(what: str, ts: List[Tensor], ipus: Optional[List[int]], op: str,

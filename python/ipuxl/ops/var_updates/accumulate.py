@@ -168,4 +168,4 @@ def sparse_accumulate_(t: Tensor, X: Tensor, indices: Tensor, axis: int = 0,
 
 for _t in ("Accumulate", "AccumulatorScale", "SparseAccumulate"):
     define_op(_t, like_input(0), aliases=((0, 0),), modifies=(0,),
-              no_grad="an optimizer update: modifies its input")
+              no_grad="an optimizer update: modifies its input", cost="elementwise")

@@ -29,4 +29,4 @@ def copy_var_update_(t: Tensor, X: Tensor) -> Tensor:
 
 
 define_op("CopyVarUpdate", like_input(0), aliases=((0, 0),), modifies=(0,),
-          no_grad="an optimizer update: modifies its input")
+          no_grad="an optimizer update: modifies its input", cost="elementwise")

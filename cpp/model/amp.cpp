@@ -1,0 +1,237 @@
+// The IPU model: matmul and convolution plans on the AMP unit (amp.cpp).
+#include "state.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ipuxl {
+namespace model {
+
+// Values v in [1, x] giving distinct ceil(x / v), thinned to at most 40.
+std::vector<int64_t> Model::splits(int64_t x, int64_t cap) {
+  std::vector<int64_t> v;
+  x = std::max<int64_t>(1, x);
+  int64_t last = -1;
+  for (int64_t q = 1; q <= x && q <= cap;) {
+    int64_t s = ceil_div(x, q);
+    if (s != last) {
+      v.push_back(q);
+      last = s;
+    }
+    // next q giving a smaller ceil(x/q)
+    if (s <= 1) break;
+    int64_t nq = ceil_div(x, s - 1);
+    q = std::max(q + 1, nq);
+  }
+  if (v.size() > 40) {
+    std::vector<int64_t> thin;
+    for (size_t i = 0; i < 40; ++i) thin.push_back(v[i * (v.size() - 1) / 39]);
+    thin.erase(std::unique(thin.begin(), thin.end()), thin.end());
+    v = thin;
+  }
+  return v;
+}
+
+// A poplin-like plan: the output's rows (M), columns (N, in groups of the
+// AMP's output channels) and the contraction (K, in groups of its input
+// channels) split over tiles; the plan with the fewest estimated cycles
+// whose temporaries fit the available memory proportion of a tile wins
+// (poplin's planner minimises cycles under a memory constraint).
+Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt, int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse, int64_t b_reuse) {
+  const bool half = dt == DType::Float16;
+  const int64_t es = (int64_t)dtype_size(dt);
+  const int64_t outG = half ? t_.amp_out_fp16 : t_.amp_out_fp32;
+  const int64_t inG = half ? t_.amp_in_fp16 : t_.amp_in_fp32;
+  const int64_t ec = half ? t_.amp_elem_cycles_fp16 : t_.amp_elem_cycles_fp32;
+  const int64_t ng = ceil_div(N, outG), kg = ceil_div(K, inG);
+  const double budget = t_.unlimited() ? 1e300 : amp * (double)t_.bytes_per_tile;
+  std::vector<int64_t> cg = grouped ? splits(G, tiles) : std::vector<int64_t>{1};
+  std::vector<int64_t> cm = splits(grouped ? M : G * M, tiles), cn = splits(ng, tiles),
+                       ck = splits(kg, tiles);
+  const int64_t rows_all = grouped ? M : G * M;
+  Plan best, small;
+  bool have = false, have_small = false;
+  double small_mem = 1e300;
+  const int64_t wload = outG * inG * es / 8;
+  for (int64_t pg : cg)
+    for (int64_t pm : cm)
+      for (int64_t pn : cn) {
+        if (pg * pm * pn > tiles) continue;
+        for (int64_t pk : ck) {
+          if (pg * pm * pn * pk > tiles) continue;
+          Plan p;
+          p.pg = pg, p.pm = pm, p.pn = pn, p.pk = pk;
+          const int64_t g = grouped ? ceil_div(G, pg) : 1;
+          const int64_t m = ceil_div(rows_all, pm);
+          const int64_t n = std::min(N, ceil_div(ng, pn) * outG);
+          const int64_t k = std::min(K, ceil_div(kg, pk) * inG);
+          const int64_t passes = g * ceil_div(n, outG) * ceil_div(k, inG);
+          const int64_t nw = ceil_div(m, t_.workers);
+          // ConvPartial1x1Out worker cycles (§3.1): fp32 46 + (n-3)*8,
+          // fp16 34 + (n-3)*4 for n >= 3; nx1 figures below that.
+          int64_t wc;
+          if (nw >= 3) wc = (half ? 34 : 46) + (nw - 3) * ec;
+          else if (nw == 2) wc = half ? 33 : 44;
+          else wc = half ? 29 : 33;
+          p.compute = 50 + passes * (t_.workers * wc + wload + 15);
+          p.a_t = a_resident ? 0 : ceil_div(g * m * k * es, a_reuse);
+          p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
+          p.b_t = b_resident && pm == 1 ? 0 : p.b_resident_t;
+          p.exch_in = t_.sync_internal_cycles +
+                      ceil_div(p.a_t, t_.exchange_bytes_per_cycle * (pn > 1 ? 2 : 1)) +
+                      ceil_div(p.b_t, t_.exchange_bytes_per_cycle * (pm > 1 ? 2 : 1));
+          const int64_t used = p.tiles();
+          if (pk > 1) {
+            const int64_t E = G * M * N;
+            const int64_t e_t = ceil_div(E, used);
+            p.partial_t = g * m * n * 4;
+            p.recv_t = e_t * pk * 4;
+            p.exch_out = t_.sync_internal_cycles +
+                         ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle);
+            p.reduce = ew_cycles(e_t * pk, 4, 20, 2, 0);
+          }
+          const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t + (b_resident ? p.b_resident_t : 0));
+          if (mem <= budget) {
+            if (!have || p.cycles() < best.cycles() ||
+                (p.cycles() == best.cycles() && used < best.tiles())) {
+              best = p;
+              have = true;
+            }
+          } else if (!have_small || mem < small_mem) {
+            small = p;
+            small_mem = mem;
+            have_small = true;
+          }
+          (void)K;
+        }
+      }
+  Plan p = have ? best : small;
+  // Vertex state: the AMP vertex's worklists (a pointer per input- and
+  // output-channel group, one entry per worker) and, when K is split,
+  // the partials' reduction vertex (§5.5 form).
+  const int64_t g = grouped ? ceil_div(G, p.pg) : 1;
+  const int64_t n = std::min(N, ceil_div(ng, p.pn) * outG);
+  const int64_t k = std::min(K, ceil_div(kg, p.pk) * inG);
+  p.state = 32 + 4 * g * (ceil_div(k, inG) + ceil_div(n, outG)) + 4 * t_.workers + (p.pk > 1 ? 32 : 0);
+  const int64_t m = ceil_div(rows_all, p.pm);
+  p.xcode = t_.xc_program + t_.xc_region * (g * m + 1) +
+            (p.pk > 1 ? t_.xc_program + t_.xc_region * (p.pk + 1) : 0);
+  return p;
+}
+
+void Model::cost_matmul(const OpRecord& op, OpCost& c) {
+  if (op.in.size() < 2 || op.in[0] < 0 || op.in[1] < 0 || op.out.empty())
+    return cost_elementwise(op, c, false);
+  const auto& A = d_.tensors[op.in[0]];
+  const auto& B = d_.tensors[op.in[1]];
+  const auto& O = d_.tensors[op.out[0]];
+  Shape sa = A.shape, sb = B.shape;
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  const int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
+  int64_t gb = 1;
+  for (size_t i = 0; i + 2 < sb.size(); ++i) gb *= sb[i];
+  const int64_t G = std::max<int64_t>(1, O.nelms() / std::max<int64_t>(1, M * N));
+  cost_amp(op, c, op.in[0], op.in[1], G, gb > 1, M, K, N, "poplin::ConvPartial1x1Out<", 1, 1);
+}
+
+void Model::cost_conv(const OpRecord& op, OpCost& c) {
+  if (op.in.size() < 2 || op.in[0] < 0 || op.in[1] < 0 || op.out.empty())
+    return cost_elementwise(op, c, false);
+  const auto& I0 = d_.tensors[op.in[0]];
+  const auto& I1 = d_.tensors[op.in[1]];
+  const auto& O = d_.tensors[op.out[0]];
+  const bool wgrad = op.cost_class == CostClass::ConvWeightsGrad;
+  // The activations-shaped tensors (batch, channels, spatial...) and the
+  // weights (out channels, in channels / groups, kernel...).
+  const Shape& w = wgrad ? O.shape : I1.shape;
+  if (I0.shape.size() < 3 || w.size() != I0.shape.size())
+    throw Error("IpuModel: " + std::string(cost_class_name(op.cost_class)) + " op '" + op.name +
+                "' expects (N, C, spatial...) tensors and (Cout, Cin/groups, kernel...) weights");
+  const int64_t groups = std::max<int64_t>(1, op.attrs.i("groups", 1));
+  auto tail = [](const Shape& s, size_t from) {
+    int64_t n = 1;
+    for (size_t i = from; i < s.size(); ++i) n *= s[i];
+    return n;
+  };
+  const int64_t kern = tail(w, 2), cin_g = w[1], cout_g = std::max<int64_t>(1, w[0] / groups);
+  // dy (the forward output) of the gradients, the output of the forward.
+  const Shape& y = op.cost_class == CostClass::Conv ? O.shape : I0.shape;
+  const int64_t batch = y[0], out_pos = tail(y, 2);
+  int64_t M, K, N;
+  if (op.cost_class == CostClass::Conv) {
+    M = batch * out_pos, K = cin_g * kern, N = cout_g;
+  } else if (op.cost_class == CostClass::ConvDataGrad) {
+    M = batch * tail(O.shape, 2), K = cout_g * kern, N = cin_g;
+  } else {
+    M = cout_g, K = batch * out_pos, N = cin_g * kern;
+  }
+  // The vertex reads each activation once for all the kernel taps it
+  // feeds: the activations' piece of a tile is its rows (plus a halo),
+  // not the [rows, channels x kernel] matrix of the matmul form.
+  const int64_t reuse = std::max<int64_t>(1, kern);
+  cost_amp(op, c, op.in[0], op.in[1], groups, groups > 1, M, K, N,
+           kern == 1 ? "poplin::ConvPartial1x1Out<" : "poplin::ConvPartialnx1<",
+           wgrad ? 1 : reuse, wgrad ? reuse : 1);
+  // The convolution's own count (a strided data gradient's matmul form
+  // counts the zeros between the strided positions).
+  c.flops = 2.0 * (double)batch * (double)(cout_g * groups) * (double)out_pos * (double)cin_g *
+            (double)kern;
+}
+
+void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, bool grouped,
+                     int64_t M, int64_t K, int64_t N, const std::string& vertex, int64_t a_reuse,
+                     int64_t b_reuse) {
+  const auto& A = d_.tensors[a];
+  const auto& B = d_.tensors[b];
+  const auto& O = d_.tensors[op.out[0]];
+  const bool a_res = !mapped(a);
+  const bool b_res = !mapped(b);
+  const TileMap set = tile_set(op.placement);
+  const double amp = op.attrs.has("available_memory_proportion")
+                         ? op.attrs.f("available_memory_proportion")
+                         : t_.available_memory_proportion;
+  char key[256];
+  snprintf(key, sizeof key, "%lld,%d,%lld,%lld,%lld,%d,%d,%d,%d,%g,%lld,%lld", (long long)G,
+           (int)grouped, (long long)M, (long long)K, (long long)N, (int)A.dtype, set.set_size,
+           (int)a_res, (int)b_res, amp, (long long)a_reuse, (long long)b_reuse);
+  auto it = plans_.find(key);
+  if (it == plans_.end())
+    it = plans_.emplace(key, plan_matmul(G, grouped, M, K, N, A.dtype, set.set_size, a_res, b_res,
+                                         amp, a_reuse, b_reuse)).first;
+  const Plan& p = it->second;
+  TileMap range = op_range(op.placement, p.tiles());
+  const int64_t es = (int64_t)dtype_size(A.dtype);
+  // Creator layouts: operands nobody laid out yet are created by the op
+  // (PopART InputCreatorType::CanCreate), spread over the tiles of the
+  // first row (A) / column (B) slice of the plan.
+  if (b_res) set_map(b, spread(range, p.pg * p.pn * p.pk, B.nelms(), (int64_t)dtype_size(B.dtype)));
+  if (a_res) set_map(a, spread(range, p.pg * p.pm * p.pk, A.nelms(), es));
+  set_map(op.out[0], spread(range, p.tiles(), O.nelms(), (int64_t)dtype_size(O.dtype)));
+  c.tiles = range;
+  c.compute = p.compute + p.reduce;
+  c.exchange = p.exch_in + p.exch_out;
+  // An operand held on another IPU comes over the IPU-Links first.
+  for (int t : {a, b})
+    if (mapping(t).ipu != op.placement.ipu) {
+      Xch x = exchange_in(mapping(t), op.placement.ipu, 1, (int64_t)d_.tensors[t].nbytes());
+      c.exchange += x.cycles;
+      c.gxcode += x.code;
+    }
+  c.flops = 2.0 * (double)G * (double)M * (double)N * (double)K;
+  const std::string dn = dtype_name(A.dtype);
+  c.vtypes.push_back(vtype(vertex + dn + ",float>", A.dtype == DType::Float16 ? 1200 : 1400));
+  if (p.pk > 1) c.vtypes.push_back(vtype("popops::ReduceAdd<float," + dn + ">", 600));
+  c.state = p.state;
+  c.xcode = p.xcode;
+  c.programs = 2 + (p.pk > 1 ? 2 : 0);
+  c.temp = p.a_t + p.b_t + p.partial_t + p.recv_t;
+  char buf[160];
+  snprintf(buf, sizeof buf, "tiles %lld = groups %lld x rows %lld x cols %lld x k %lld",
+           (long long)p.tiles(), (long long)p.pg, (long long)p.pm, (long long)p.pn,
+           (long long)p.pk);
+  c.plan = buf;
+}
+
+}  // namespace model
+}  // namespace ipuxl

@@ -1,0 +1,372 @@
+// The IPU model: liveness and cycles over program steps (liveness.cpp).
+#include "state.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ipuxl {
+namespace model {
+
+// ----------------------------------------------------- liveness + cycles
+bool Model::always_live(int t) const {
+  const auto k = d_.tensors[al_.root[t]].kind;
+  return k == TensorKind::Variable || k == TensorKind::Constant;
+}
+
+int64_t Model::copy_cycles(int src, int dst) const {
+  CopyCost cc = copy_cost(mapping(src), mapping(dst), (int64_t)d_.tensors[dst].nbytes());
+  return cc.compute + cc.exchange;
+}
+
+int64_t Model::seq_cycles(const Node& n, bool callees) const {
+  int64_t c = 0;
+  for (const auto& ch : n.body) {
+    switch (ch.kind) {
+      case NodeKind::Copy: c += copy_cycles(ch.src, ch.dst); break;
+      case NodeKind::Call:
+        c += t_.call_cycles + (callees ? gcycles_[low_.functions[ch.fn].graph] : 0);
+        break;
+      case NodeKind::Carry:
+        for (auto& [s, d] : ch.carry_direct) c += copy_cycles(s, d);
+        for (auto& [s, d] : ch.carry_staged) c += 2 * copy_cycles(s, d);
+        break;
+      case NodeKind::Sequence: c += seq_cycles(ch, callees); break;
+      case NodeKind::Bind:
+        for (auto& [s, d] : bound_copies(ch)) c += copy_cycles(s, d);
+        break;
+      default: break;
+    }
+  }
+  return c;
+}
+
+bool Model::on_io_tiles(const OpRecord& op) const {
+  return t_.num_io_tiles > 0 && op.placement.tile_set == TileSet::IO;
+}
+
+// The members of one MultiExchange are consecutive steps: one exchange,
+// so only the first pays the sync.
+void Model::merged_sync(StepRec& s, const OpRecord& op, const std::vector<StepRec>& out) const {
+  s.xgroup = op.exchange_group;
+  if (s.xgroup < 0 || out.empty() || out.back().xgroup != s.xgroup) return;
+  const int64_t sync = std::min(s.cycles, t_.sync_global_cycles);
+  s.cycles -= sync;
+  s.own -= std::min(s.own, sync);
+}
+
+// Leaf steps of a graph body, in program order; a call site's copies are
+// steps of their own, its Call one step holding the callee's peak.
+void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
+  switch (n.kind) {
+    case NodeKind::Sequence: {
+      int site = n.op >= 0 ? n.op : site_op;
+      for (const auto& ch : n.body) flatten(ch, out, site);
+      return;
+    }
+    case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
+    case NodeKind::RemoteStore:
+    case NodeKind::Collective:
+    case NodeKind::Execute: {
+      StepRec s;
+      s.kind = n.kind == NodeKind::Execute      ? ProgramStep::Execute
+               : n.kind == NodeKind::Collective ? ProgramStep::Collective
+                                                : ProgramStep::RemoteCopy;
+      s.op = n.op;
+      const auto& op = d_.ops[n.op];
+      s.touched = op.in;
+      s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
+      const OpCost& c = cost_[n.op];
+      s.temp = c.tiles;
+      s.temp.per_tile = s.temp.last = c.temp;
+      s.cycles = s.own = c.cycles();
+      s.load_graph = c.code_load_graph;
+      s.io = on_io_tiles(op);
+      merged_sync(s, op, out);
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::Copy: {
+      StepRec s;
+      s.kind = n.inter_ipu ? ProgramStep::IpuCopy : ProgramStep::Copy;
+      s.op = n.inter_ipu ? n.op : site_op;
+      s.copy_src = n.src;
+      s.copy_dst = n.dst;
+      s.touched = {n.src, n.dst};
+      s.cycles = s.own = copy_cycles(n.src, n.dst);
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::Bind: {
+      auto copies = bound_copies(n);
+      if (copies.empty()) return;
+      StepRec s;
+      s.kind = ProgramStep::Copy;
+      s.op = site_op;
+      for (auto& [a, b] : copies) {
+        s.touched.push_back(a), s.touched.push_back(b);
+        s.cycles += copy_cycles(a, b);
+      }
+      s.copy_src = copies[0].first;
+      s.copy_dst = copies[0].second;
+      s.own = s.cycles;
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::Call: {
+      StepRec s;
+      s.kind = ProgramStep::Call;
+      s.op = site_op;
+      const int g = low_.functions[n.fn].graph;
+      s.inner = {g};
+      s.calls = {g};
+      if (site_op >= 0) {
+        const auto& op = d_.ops[site_op];
+        s.touched = op.in;
+        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
+      }
+      s.cycles = t_.call_cycles + gcycles_[g];
+      s.own = t_.call_cycles;
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::Repeat: {
+      StepRec s;
+      s.kind = ProgramStep::Repeat;
+      s.op = site_op;
+      const Node& body = n.body[0];
+      for (const auto& ch : body.body)
+        if (ch.kind == NodeKind::Call) {
+          s.inner.push_back(low_.functions[ch.fn].graph);
+          s.calls.push_back(low_.functions[ch.fn].graph);
+        }
+      if (site_op >= 0) {
+        const auto& op = d_.ops[site_op];
+        s.touched = op.in;
+        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
+      }
+      s.cycles = n.count * (t_.loop_cycles + seq_cycles(body));
+      s.own = n.count * (t_.loop_cycles + seq_cycles(body, false));
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::If: {
+      StepRec s;
+      s.kind = ProgramStep::If;
+      s.op = n.op;
+      const auto& op = d_.ops[n.op];
+      s.touched = op.in;
+      s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
+      int64_t best = 0, best_own = 0;
+      for (const auto& br : n.body) {
+        const int64_t bc = seq_cycles(br);
+        if (bc >= best) best = bc, best_own = seq_cycles(br, false);
+        for (const auto& ch : br.body)
+          if (ch.kind == NodeKind::Call) s.inner.push_back(low_.functions[ch.fn].graph);
+      }
+      s.calls = s.inner;
+      s.cycles = t_.if_cycles + t_.sync_internal_cycles + best;
+      s.own = t_.if_cycles + t_.sync_internal_cycles + best_own;
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::StreamIn:
+    case NodeKind::StreamOut: {
+      StepRec s;
+      s.kind = ProgramStep::StreamCopy;
+      s.op = n.op;
+      const int t = n.kind == NodeKind::StreamIn ? n.dst : n.src;
+      s.touched = {t};
+      // The landing pad (a clone of the tensor) is live for the step.
+      s.temp = mapping(t);
+      const int64_t bytes = (int64_t)d_.tensors[t].nbytes();
+      s.cycles = stream_cycles(bytes, t_.host_bytes_per_second) +
+                 t_.supervisor_cycles + ceil_div(mapping(t).max_tile(), t_.memcpy_bytes_per_cycle);
+      s.own = s.cycles;
+      s.io = on_io_tiles(d_.ops[n.op]);
+      merged_sync(s, d_.ops[n.op], out);
+      out.push_back(std::move(s));
+      return;
+    }
+    case NodeKind::Carry: {
+      StepRec s;
+      s.kind = ProgramStep::Copy;
+      s.op = site_op;
+      for (auto& [a, b] : n.carry_direct) {
+        s.touched.push_back(a), s.touched.push_back(b);
+        s.cycles += copy_cycles(a, b);
+      }
+      for (auto& [a, b] : n.carry_staged) {
+        s.touched.push_back(a), s.touched.push_back(b);
+        s.cycles += 2 * copy_cycles(a, b);
+      }
+      s.own = s.cycles;
+      out.push_back(std::move(s));
+      return;
+    }
+  }
+}
+
+void Model::liveness_and_cycles() {
+  const size_t ng = d_.graphs.size();
+  peak_.assign(ng, {});
+  gcycles_.assign(ng, 0);
+  std::vector<double> cur(T_), step(T_);
+  for (int g : order_) {
+    std::vector<StepRec> steps;
+    flatten(body_of(g), steps, -1);
+    const auto& gd = d_.graphs[g];
+    // Births and deaths of this graph's not-always-live storage roots.
+    std::unordered_map<int, std::pair<int, int>> span;  // root -> (first, last)
+    const int S = (int)steps.size();
+    auto touch = [&](int t, int s) {
+      if (t < 0) return;
+      const int r = al_.root[t];
+      if (d_.tensors[r].graph != g || always_live(r)) return;
+      auto it = span.find(r);
+      if (it == span.end()) span.emplace(r, std::make_pair(s, s));
+      else it->second.second = std::max(it->second.second, s);
+    };
+    for (int s = 0; s < S; ++s)
+      for (int t : steps[s].touched) touch(t, s);
+    // A Function's parameters are allocated once and live for its whole
+    // body (§4.4: "Subgraph inputs and outputs are separate tensors
+    // allocated once").
+    if (g != main_) {
+      for (int t : gd.inputs) touch(t, 0), touch(t, std::max(0, S - 1));
+      for (int t : gd.outputs) touch(t, 0), touch(t, std::max(0, S - 1));
+    }
+    std::vector<std::vector<int>> births(S + 1), deaths(S + 1);
+    std::vector<int> roots;
+    roots.reserve(span.size());
+    for (auto& kv : span) roots.push_back(kv.first);
+    std::sort(roots.begin(), roots.end());
+    for (int r : roots) {
+      births[span[r].first].push_back(r);
+      deaths[span[r].second].push_back(r);
+    }
+    // Loaded code: live from its load to the last step calling the graph.
+    std::vector<std::pair<int, int>> code_spans;  // (graph, last step)
+    std::map<int, int> load_step;
+    for (int s = 0; s < S; ++s) {
+      if (steps[s].load_graph >= 0 && !load_step.count(steps[s].load_graph))
+        load_step[steps[s].load_graph] = s;
+    }
+    std::map<int, int> load_end;
+    for (auto& [lg, s0] : load_step) {
+      int end = s0;
+      for (int s = s0; s < S; ++s)
+        for (int cg : steps[s].calls)
+          if (cg == lg) end = s;
+      load_end[lg] = end;
+    }
+    std::fill(cur.begin(), cur.end(), 0.0);
+    std::vector<double> peak(T_, 0.0);
+    double cur_sum = 0;
+    int64_t cyc = 0;
+    // IO tiles: a lane beside compute. An IO step starts once issued (and
+    // the lane is free); a later step touching its tensors waits for it.
+    int64_t io_free = 0;
+    std::unordered_map<int, int64_t> io_ready;  // storage root -> end of its IO step
+    for (int s = 0; s < S; ++s) {
+      StepRec& st = steps[s];
+      for (int r : births[s]) {
+        add_map(cur, map_[r], 1.0);
+        cur_sum += (double)map_[r].total();
+      }
+      for (auto& [lg, s0] : load_step)
+        if (s0 == s) {
+          for (int t = 0; t < T_; ++t) cur[t] += loaded_[lg][t];
+          for (double b : loaded_[lg]) cur_sum += b;
+        }
+      std::copy(cur.begin(), cur.end(), step.begin());
+      double extra = 0;
+      if (st.temp.count > 0) {
+        add_map(step, st.temp, 1.0);
+        extra += (double)st.temp.total();
+      }
+      // Tensors of other graphs a step touches (a callee's parameters at
+      // its call site's copies) are live for the step.
+      for (int t : st.touched) {
+        if (t < 0) continue;
+        const int r = al_.root[t];
+        if (d_.tensors[r].graph == g || always_live(r)) continue;
+        add_map(step, map_[r], 1.0);
+        extra += (double)map_[r].total();
+      }
+      if (!st.inner.empty()) {
+        // One callee runs at a time: the step holds the largest peak per
+        // tile (a Repeat's body, or either branch of an If).
+        std::vector<double> in(T_, 0.0);
+        for (int cg : st.inner)
+          if (!peak_[cg].empty())
+            for (int t = 0; t < T_; ++t) in[t] = std::max(in[t], (double)peak_[cg][t]);
+        for (int t = 0; t < T_; ++t) {
+          step[t] += in[t];
+          extra += in[t];
+        }
+      }
+      double mx = 0;
+      for (int t = 0; t < T_; ++t) {
+        peak[t] = std::max(peak[t], step[t]);
+        mx = std::max(mx, step[t]);
+      }
+      if (st.io) {
+        const int64_t start = std::max(cyc, io_free);
+        io_free = start + st.cycles;
+        for (int t : st.touched)
+          if (t >= 0) io_ready[al_.root[t]] = io_free;
+      } else {
+        int64_t start = cyc;
+        if (!io_ready.empty())
+          for (int t : st.touched) {
+            if (t < 0) continue;
+            auto it = io_ready.find(al_.root[t]);
+            if (it != io_ready.end()) start = std::max(start, it->second);
+          }
+        cyc = start + st.cycles;
+      }
+      if (g == main_) {
+        Step out;
+        out.kind = program_step_name(st.kind);
+        out.op = st.op;
+        out.cycles = st.cycles;
+        out.live_bytes = (int64_t)(cur_sum + extra);
+        out.max_tile_live = (int64_t)mx;
+        if ((st.kind == ProgramStep::Copy || st.kind == ProgramStep::IpuCopy) &&
+            st.copy_src >= 0)
+          out.label = d_.tensors[st.copy_src].name + " -> " + d_.tensors[st.copy_dst].name;
+        else if (st.op >= 0)
+          out.label = d_.ops[st.op].name;
+        r_.steps.push_back(std::move(out));
+      }
+      // Per-op cycles: Execute steps are the op; copies, calls and loops
+      // of a call site belong to the site's op.
+      if (st.op >= 0) opcyc_[st.op] += st.own;
+      for (int r : deaths[s]) {
+        add_map(cur, map_[r], -1.0);
+        cur_sum -= (double)map_[r].total();
+      }
+      for (auto& [lg, e] : load_end)
+        if (e == s) {
+          for (int t = 0; t < T_; ++t) cur[t] -= loaded_[lg][t];
+          for (double b : loaded_[lg]) cur_sum -= b;
+        }
+    }
+    gcycles_[g] = std::max(cyc, io_free);
+    peak_[g].assign(peak.begin(), peak.end());
+    if (g == main_) main_peak_ = peak;
+  }
+  r_.total_cycles = gcycles_[main_];
+  auto prog_cycles = [&](int p) {
+    std::vector<StepRec> steps;
+    flatten(low_.programs[p], steps, -1);
+    int64_t c = 0;
+    for (auto& s : steps) c += s.cycles;
+    return c;
+  };
+  r_.weights_from_host_cycles = prog_cycles(kWeightsFromHostProgram);
+  r_.weights_to_host_cycles = prog_cycles(kWeightsToHostProgram);
+}
+
+}  // namespace model
+}  // namespace ipuxl
