@@ -13,7 +13,21 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .tensor import Tensor
 
-__all__ = ["Op", "create_op"]
+__all__ = ["Op", "create_op", "placement_epoch"]
+
+#: Counts re-placements of existing ops (``op.ipu`` / ``op.tile_set`` set
+#: after creation): placement answers cached on tensors
+#: (``Tensor._consumers_placement``) are valid only within one epoch.
+_placement_epoch = 0
+
+
+def placement_epoch() -> int:
+    return _placement_epoch
+
+
+def _replaced() -> None:
+    global _placement_epoch
+    _placement_epoch += 1
 
 
 class Op:
@@ -46,9 +60,29 @@ class Op:
         self.modified = set(modified)
         self.inputs: List[Optional["Tensor"]] = []
         self.outputs: List["Tensor"] = []
-        self.ipu = ctx._ipu_id
-        self.tile_set = "io" if ctx._io_tile_set else "compute"
+        self._ipu = ctx._ipu_id
+        self._tile_set = "io" if ctx._io_tile_set else "compute"
         self.execution_context = ctx._execution_context
+
+    @property
+    def ipu(self) -> Optional[int]:
+        """The virtual graph (IPU) the op runs on."""
+        return self._ipu
+
+    @ipu.setter
+    def ipu(self, value: Optional[int]) -> None:
+        self._ipu = value
+        _replaced()
+
+    @property
+    def tile_set(self) -> str:
+        """``"compute"`` or ``"io"``."""
+        return self._tile_set
+
+    @tile_set.setter
+    def tile_set(self, value: str) -> None:
+        self._tile_set = value
+        _replaced()
 
     def opType(self) -> str:  # noqa: N802 - PopART name, used by tests
         return self.type
