@@ -8,8 +8,11 @@ import numpy as np
 
 from . import dtypes
 from ._host_memory import aligned_copy
+from ._positions import position
 from .context import get_current_context, get_current_graph, get_main_graph
 from .errors import UndefinedValue
+from .op import placement_epoch
+from .opdef import get_opdef
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -201,9 +204,14 @@ class Tensor:
         ops consuming it (an ``IpuCopy``'s source). PopART takes the least
         of what it finds. The search is iterative and follows at most
         ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
-        from ._positions import position
-        from .opdef import get_opdef
-
+        p = self._producer
+        if p is not None:
+            if p.ipu is not None and get_opdef(p.type).kind not in ("ipu_copy", "call", "repeat"):
+                return (p.ipu, p.tile_set)  # an ordinary op's output: where the op runs
+        elif not self._graph._call_sites or position(self._graph, "_inputs", self) < 0:
+            # Nothing to follow (no call site feeds it): its consumers place it.
+            by_consumers = self._consumers_placement()
+            return by_consumers if by_consumers is not None else (-1, "undefined")
         found, fallback = [], []
         seen = set()
         stack = [self]
@@ -254,9 +262,6 @@ class Tensor:
         extended by the consumers added since; it is recomputed when the
         consumer list is replaced, shrinks or no longer ends with the consumer
         seen last, or when an existing op was re-placed (``op.placement_epoch``)."""
-        from .op import placement_epoch
-        from .opdef import get_opdef
-
         cons = self._consumers
         n = len(cons)
         epoch = placement_epoch()

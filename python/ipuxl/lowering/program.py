@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .._core_loader import core
+from ..opdef import _REGISTRY
 
 __all__ = ["Entry", "Program", "SyntheticTensor", "to_desc", "TENSOR_KINDS", "EXEC_CONTEXTS"]
 
@@ -204,8 +205,6 @@ def to_desc(prog: Program, with_data: bool = True):
 def _cost_class(op_type: str) -> str:
     """The IPU model's cost class of an op type (``OpDef.model``); "" for
     types only host passes create (the model never sees them)."""
-    from ..opdef import _REGISTRY
-
     d = _REGISTRY.get(op_type)
     return d.model if d is not None else ""
 
