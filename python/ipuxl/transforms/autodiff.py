@@ -596,19 +596,24 @@ def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
                 g = _sum_partials(parts, o)
                 grads[id(o)] = [g]
                 out_grads.append(g)
-        if get_opdef(op.type).stash_outputs:
-            # PopART's gradient op of this type reads both operands and the
-            # output (OpDef.stash_outputs): PopXL's gradient graph takes them
-            # as inputs whatever our rule reads, so they are kept (pinned).
-            for x in op.inputs + op.outputs:
-                if x is not None:
-                    ad.pinned.add(id(value_of(x)))
+        # PopART's gradient op of a stash_outputs type reads both operands and
+        # the output: PopXL's gradient graph takes them as inputs whatever our
+        # rule reads, so they are kept (pinned). The output first, the
+        # operands after the rule, so values are stitched in the rule's order.
+        stash = get_opdef(op.type).stash_outputs
+        if stash:
+            for o in op.outputs:
+                ad.pinned.add(id(value_of(o)))
         # As PopART, an op's gradient ops run on the forward op's IPU.
         gctx = get_current_context()
         saved_ipu = gctx._ipu_id
         gctx._ipu_id = op.ipu
         try:
             in_grads = _op_grads(op, rule, out_grads, need, value_of, ad)
+            if stash:
+                for x in op.inputs:
+                    if x is not None:
+                        ad.pinned.add(id(value_of(x)))
         finally:
             gctx._ipu_id = saved_ipu
         if len(in_grads) != len(op.inputs):
