@@ -3,8 +3,118 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <iterator>
+#include <map>
+#include <memory>
 
 namespace ipuxl {
+
+namespace {
+
+// Byte ranges [start, end), kept sorted and coalesced (start -> end).
+class RangeSet {
+ public:
+  void add(size_t s, size_t e) {
+    auto it = runs_.upper_bound(s);
+    if (it != runs_.begin()) {
+      auto p = std::prev(it);
+      if (p->second >= s) {
+        s = p->first;
+        e = std::max(e, p->second);
+        it = runs_.erase(p);
+      }
+    }
+    while (it != runs_.end() && it->first <= e) {
+      e = std::max(e, it->second);
+      it = runs_.erase(it);
+    }
+    runs_.emplace_hint(it, s, e);
+  }
+  // Whether a range meets [s, e) (start < e and end > s); if so `end` is the
+  // end of the last such range: nothing placed at or above s and below it fits.
+  bool blocks(size_t s, size_t e, size_t* end) const {
+    auto it = runs_.lower_bound(e);
+    if (it == runs_.begin()) return false;
+    --it;
+    if (it->second <= s) return false;
+    *end = it->second;
+    return true;
+  }
+
+ private:
+  std::map<size_t, size_t> runs_;
+};
+
+// The byte ranges of the roots placed so far in one graph, indexed by live
+// range (schedule positions) in a segment tree, so that the lowest free
+// offset for a new live range is found from O(log positions) range sets
+// instead of a scan of every placed root. A root with live range [f, l] is
+// recorded at the O(log) nodes that tile [f, l] exactly ("cover": it is
+// live over their whole span) and at every node on the paths from the
+// leaves f and l to the root ("part": it is live somewhere in their span).
+// Every root live somewhere in a query's span is then in the part set of a
+// node tiling the query, or in the cover set of that node or an ancestor.
+class LiveRangeIndex {
+ public:
+  explicit LiveRangeIndex(size_t positions) {
+    while (size_ < positions) size_ <<= 1;
+    cover_.resize(2 * size_);
+    part_.resize(2 * size_);
+  }
+
+  void add(int64_t first, int64_t last, size_t start, size_t end) {
+    for (size_t lo = first + size_, hi = last + size_ + 1; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) at(cover_, lo++).add(start, end);
+      if (hi & 1) at(cover_, --hi).add(start, end);
+    }
+    for (size_t leaf : {size_t(first), size_t(last)})
+      for (size_t v = leaf + size_; v >= 1; v >>= 1) at(part_, v).add(start, end);
+  }
+
+  // The lowest offset at which `bytes` fit beside every placed root whose
+  // live range meets [first, last] (the first fit of an address-sorted scan).
+  size_t first_fit(int64_t first, int64_t last, size_t bytes) const {
+    std::vector<const RangeSet*> sets;
+    auto want = [&](const std::vector<std::unique_ptr<RangeSet>>& v, size_t node) {
+      if (v[node]) sets.push_back(v[node].get());
+    };
+    for (size_t lo = first + size_, hi = last + size_ + 1; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) {
+        want(part_, lo);
+        want(cover_, lo++);
+      }
+      if (hi & 1) {
+        want(part_, --hi);
+        want(cover_, hi);
+      }
+    }
+    for (size_t leaf : {size_t(first), size_t(last)})
+      for (size_t v = (leaf + size_) >> 1; v >= 1; v >>= 1) want(cover_, v);
+    size_t off = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const RangeSet* s : sets) {
+        size_t end;
+        if (s->blocks(off, off + bytes, &end)) {
+          off = end;
+          moved = true;
+        }
+      }
+    }
+    return off;
+  }
+
+ private:
+  static RangeSet& at(std::vector<std::unique_ptr<RangeSet>>& v, size_t node) {
+    if (!v[node]) v[node] = std::make_unique<RangeSet>();
+    return *v[node];
+  }
+
+  size_t size_ = 1;
+  std::vector<std::unique_ptr<RangeSet>> cover_, part_;
+};
+
+}  // namespace
 
 Aliasing resolve_aliases(const ProgramDesc& desc) {
   const size_t n = desc.tensors.size();
@@ -112,29 +222,19 @@ MemoryPlan plan_memory(const ProgramDesc& desc, const Aliasing& al) {
   }
   // Per graph: greedy placement, largest first, at the lowest offset that
   // does not collide with a placed tensor whose live range overlaps.
-  for (auto& roots : per_graph) {
+  for (size_t g = 0; g < per_graph.size(); ++g) {
+    auto& roots = per_graph[g];
+    if (roots.empty()) continue;
     std::sort(roots.begin(), roots.end(), [&](int a, int b) {
       size_t sa = ts[a].nbytes(), sb = ts[b].nbytes();
       return sa != sb ? sa > sb : a < b;
     });
-    struct Placed {
-      size_t off, end;
-      int64_t first, last;
-    };
-    std::vector<Placed> placed;
+    LiveRangeIndex placed(desc.graphs[g].ops.size());
     size_t region = 0;
     for (int r : roots) {
       size_t bytes = round64(ts[r].nbytes());
-      std::vector<std::pair<size_t, size_t>> busy;
-      for (const auto& p : placed)
-        if (p.first <= last[r] && first[r] <= p.last) busy.push_back({p.off, p.end});
-      std::sort(busy.begin(), busy.end());
-      size_t off = 0;
-      for (const auto& b : busy) {
-        if (off + bytes <= b.first) break;
-        off = std::max(off, b.second);
-      }
-      placed.push_back({off, off + bytes, first[r], last[r]});
+      size_t off = placed.first_fit(first[r], last[r], bytes);
+      placed.add(first[r], last[r], off, off + bytes);
       plan.offset[r] = plan.total + off;  // plan.total is this region's base until the loop ends
       region = std::max(region, off + bytes);
     }

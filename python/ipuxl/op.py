@@ -8,12 +8,28 @@ dtypes, then call :func:`create_op`.
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import dtypes
+from .context import get_current_context
+from .opdef import get_opdef
 
 if TYPE_CHECKING:
     from .graph import Graph
     from .tensor import Tensor
 
-__all__ = ["Op", "create_op"]
+__all__ = ["Op", "create_op", "placement_epoch"]
+
+#: Counts re-placements of existing ops (``op.ipu`` / ``op.tile_set`` set
+#: after creation): placement answers cached on tensors
+#: (``Tensor._consumers_placement``) are valid only within one epoch.
+_placement_epoch = 0
+
+
+def placement_epoch() -> int:
+    return _placement_epoch
+
+
+def _replaced() -> None:
+    global _placement_epoch
+    _placement_epoch += 1
 
 
 class Op:
@@ -33,8 +49,6 @@ class Op:
     def __init__(self, graph: "Graph", type: str, name: str, attrs: Dict[str, Any],
                  called_graphs: Sequence["Graph"] = (), aliases: Sequence[Tuple[int, int]] = (),
                  modified: Iterable[int] = ()):
-        from .context import get_current_context
-
         ctx = get_current_context()
         self.graph = graph
         self.id = graph.ir._next_op_id()
@@ -46,9 +60,29 @@ class Op:
         self.modified = set(modified)
         self.inputs: List[Optional["Tensor"]] = []
         self.outputs: List["Tensor"] = []
-        self.ipu = ctx._ipu_id
-        self.tile_set = "io" if ctx._io_tile_set else "compute"
+        self._ipu = ctx._ipu_id
+        self._tile_set = "io" if ctx._io_tile_set else "compute"
         self.execution_context = ctx._execution_context
+
+    @property
+    def ipu(self) -> Optional[int]:
+        """The virtual graph (IPU) the op runs on."""
+        return self._ipu
+
+    @ipu.setter
+    def ipu(self, value: Optional[int]) -> None:
+        self._ipu = value
+        _replaced()
+
+    @property
+    def tile_set(self) -> str:
+        """``"compute"`` or ``"io"``."""
+        return self._tile_set
+
+    @tile_set.setter
+    def tile_set(self, value: str) -> None:
+        self._tile_set = value
+        _replaced()
 
     def opType(self) -> str:  # noqa: N802 - PopART name, used by tests
         return self.type
@@ -117,20 +151,21 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
         name: op name; defaults to the lower-cased type.
         called_graphs: graphs the op calls (call, repeat, conditional).
     """
-    from .context import get_current_context
-    from .opdef import get_opdef
     from .tensor import Tensor
 
     d = get_opdef(type)
-    g = graph if graph is not None else get_current_context().graph
+    ctx = get_current_context()
+    g = graph if graph is not None else ctx.graph
     for t in inputs:
-        if t is not None and t._remote is not None:
+        if t is None or (t._remote is None and t._graph is g):
+            continue
+        if t._remote is not None:
             rb, entry, _ = t._remote
             raise ValueError(
                 f"{type}: tensor {t.id!r} is a remote variable: its value lives in entry {entry} "
                 f"of remote buffer {rb.remote_buffer_id} (Streaming Memory), not on chip. Load "
                 f"it with ops.remote_load(buffer, {entry}).")
-        if t is not None and t.graph is not g:
+        if t.graph is not g:
             if t.ir is not g.ir:
                 raise ValueError(
                     f"{type}: input tensor {t.id!r} belongs to another Ir ({t.ir.id}) than the "
@@ -161,7 +196,6 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
               for k in range(len(names), len(specs))]
     if len(names) != len(specs):
         raise AssertionError(f"{type}: {len(names)} output names for {len(specs)} outputs")
-    ctx = get_current_context()
     op_name = g._unique_op_name(ctx._scoped_name(name or type.lower()))
     op = Op(g, type, op_name, attrs, called_graphs, d.aliases(inputs, attrs, called_graphs),
             d.modifies(inputs, attrs, called_graphs))

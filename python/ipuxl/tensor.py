@@ -8,8 +8,11 @@ import numpy as np
 
 from . import dtypes
 from ._host_memory import aligned_copy
+from ._positions import position
 from .context import get_current_context, get_current_graph, get_main_graph
 from .errors import UndefinedValue
+from .op import placement_epoch
+from .opdef import get_opdef
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -201,8 +204,14 @@ class Tensor:
         ops consuming it (an ``IpuCopy``'s source). PopART takes the least
         of what it finds. The search is iterative and follows at most
         ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
-        from .opdef import get_opdef
-
+        p = self._producer
+        if p is not None:
+            if p.ipu is not None and get_opdef(p.type).kind not in ("ipu_copy", "call", "repeat"):
+                return (p.ipu, p.tile_set)  # an ordinary op's output: where the op runs
+        elif not self._graph._call_sites or position(self._graph, "_inputs", self) < 0:
+            # Nothing to follow (no call site feeds it): its consumers place it.
+            by_consumers = self._consumers_placement()
+            return by_consumers if by_consumers is not None else (-1, "undefined")
         found, fallback = [], []
         seen = set()
         stack = [self]
@@ -217,9 +226,9 @@ class Tensor:
                 if kind == "ipu_copy":
                     found.append((p.attrs["_destination"], p.tile_set))
                     continue
-                if kind in ("call", "repeat") and p.called_graphs and t in p.outputs:
+                k = position(p, "outputs", t) if kind in ("call", "repeat") else -1
+                if k >= 0 and p.called_graphs:
                     outs = p.called_graphs[0]._outputs
-                    k = p.outputs.index(t)
                     if p.ipu is not None:
                         fallback.append((p.ipu, p.tile_set))
                     if k < len(outs):
@@ -229,8 +238,8 @@ class Tensor:
                     found.append((p.ipu, p.tile_set))
                 continue
             g = t._graph
-            if t in g._inputs:
-                k = g._inputs.index(t)
+            k = position(g, "_inputs", t)
+            if k >= 0:
                 for site in reversed(g._call_sites):
                     kind = get_opdef(site.type).kind
                     if kind in ("call", "repeat") and k < len(site.inputs) \
@@ -238,17 +247,42 @@ class Tensor:
                         stack.append(site.inputs[k])
                     elif site.ipu is not None:
                         found.append((site.ipu, site.tile_set))
-        if not found:
-            found = fallback
-        if not found:
-            for c in self._consumers:
-                if get_opdef(c.type).kind == "ipu_copy":
-                    found.append((c.attrs["_source"], c.tile_set))
-                elif c.ipu is not None:
-                    found.append((c.ipu, c.tile_set))
         if found:
             return min(found)
-        return (-1, "undefined")
+        if fallback:
+            return min(fallback)
+        by_consumers = self._consumers_placement()
+        return by_consumers if by_consumers is not None else (-1, "undefined")
+
+    def _consumers_placement(self):
+        """The least ``(ipu, tile set)`` of the ops consuming this tensor (an
+        ``IpuCopy``'s source), or None.
+
+        Every op created on a variable asks for it, so the answer is kept and
+        extended by the consumers added since; it is recomputed when the
+        consumer list is replaced, shrinks or no longer ends with the consumer
+        seen last, or when an existing op was re-placed (``op.placement_epoch``)."""
+        cons = self._consumers
+        n = len(cons)
+        epoch = placement_epoch()
+        cached = self.__dict__.get("_consumers_place")
+        if cached is not None and cached[0] is cons and cached[1] <= n and cached[4] == epoch \
+                and (cached[1] == 0 or cons[cached[1] - 1] is cached[2]):
+            start, best = cached[1], cached[3]
+        else:
+            start, best = 0, None
+        for k in range(start, n):
+            c = cons[k]
+            if get_opdef(c.type).kind == "ipu_copy":
+                here = (c.attrs["_source"], c.tile_set)
+            elif c.ipu is not None:
+                here = (c.ipu, c.tile_set)
+            else:
+                continue
+            if best is None or here < best:
+                best = here
+        self._consumers_place = (cons, n, cons[n - 1] if n else None, best, epoch)
+        return best
 
     @property
     def in_sync_with_ipu(self) -> bool:
@@ -428,10 +462,13 @@ class Tensor:
             "use ops.conditional for data-dependent control flow.")
 
     def __hash__(self):
-        return hash((self._id, id(self._graph.ir)))
+        # Equal tensors have equal ids; tensors of different graphs that share
+        # an id only collide. (The id's str hash is cached: look-ups are cheap.)
+        return hash(self._id)
 
     def __eq__(self, other):
-        return isinstance(other, Tensor) and self._id == other._id and self._graph is other._graph
+        return other is self or (isinstance(other, Tensor) and self._id == other._id
+                                 and self._graph is other._graph)
 
     def __repr__(self) -> str:
         return f"Tensor[{self.id} {self.dtype} {self.shape}]"

@@ -10,6 +10,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from .._positions import position
 from ..context import get_current_graph
 from ..errors import popart_exception
 from ..graph import Graph
@@ -63,7 +64,8 @@ def bind_inputs(op: str, graph: Graph, inputs: Iterable, inputs_dict: Optional[M
     for sub, val in zip(g_inputs, positional):
         bound[sub] = val
     for sub, val in (inputs_dict or {}).items():
-        if not isinstance(sub, Tensor) or sub.graph is not graph or sub not in g_inputs:
+        if not isinstance(sub, Tensor) or sub.graph is not graph or \
+                position(graph, "_inputs", sub) < 0:
             raise ValueError(
                 f"{op}: inputs_dict key {getattr(sub, 'id', sub)!r} is not an input of graph "
                 f"{graph.name!r}.\n{_io_table(graph, bound)}")
@@ -144,22 +146,24 @@ class CallSiteInfo:
     def graph_to_parent(self, graph_tensor: Tensor) -> Tensor:
         """The parent tensor connected to a graph input or output."""
         g = self.called_graph
-        if graph_tensor in g._inputs:
-            return self._op.inputs[g._inputs.index(graph_tensor)]
-        if graph_tensor in g._outputs:
-            return self._op.outputs[g._outputs.index(graph_tensor)]
+        k = position(g, "_inputs", graph_tensor)
+        if k >= 0:
+            return self._op.inputs[k]
+        k = position(g, "_outputs", graph_tensor)
+        if k >= 0:
+            return self._op.outputs[k]
         raise ValueError(f"Tensor {getattr(graph_tensor, 'id', graph_tensor)} is not an input or "
                          f"output of the called graph {g.name}.")
 
     def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
         """The graph tensor connected to a parent input or output (first match)."""
         g = self.called_graph
-        for i, t in enumerate(self._op.inputs):
-            if t == parent_tensor:
-                return g._inputs[i]
-        for i, t in enumerate(self._op.outputs):
-            if t == parent_tensor:
-                return g._outputs[i]
+        i = position(self._op, "inputs", parent_tensor)
+        if i >= 0:
+            return g._inputs[i]
+        i = position(self._op, "outputs", parent_tensor)
+        if i >= 0:
+            return g._outputs[i]
         raise ValueError(f"Tensor {getattr(parent_tensor, 'id', parent_tensor)} is not an input "
                          f"or output of the call of {g.name}.")
 

@@ -2,6 +2,7 @@
 from typing import Iterable, List, Mapping, Optional, Tuple
 
 from .. import dtypes
+from .._positions import position
 from ..errors import popart_exception
 from ..graph import Graph
 from ..op import Op, create_op
@@ -63,13 +64,16 @@ class ConditionalSiteInfo:
 
     def graph_to_parent(self, graph_tensor: Tensor) -> Tensor:
         then_g, else_g = self.called_graph
-        if graph_tensor in then_g._inputs:
-            return self._op.inputs[1 + then_g._inputs.index(graph_tensor)]
-        if graph_tensor in else_g._inputs:
-            return self._op.inputs[1 + self._n_then + else_g._inputs.index(graph_tensor)]
+        k = position(then_g, "_inputs", graph_tensor)
+        if k >= 0:
+            return self._op.inputs[1 + k]
+        k = position(else_g, "_inputs", graph_tensor)
+        if k >= 0:
+            return self._op.inputs[1 + self._n_then + k]
         for g in (then_g, else_g):
-            if graph_tensor in g._outputs:
-                return self._op.outputs[g._outputs.index(graph_tensor)]
+            k = position(g, "_outputs", graph_tensor)
+            if k >= 0:
+                return self._op.outputs[k]
         raise ValueError(f"Tensor {graph_tensor.id} is not an input or output of either branch")
 
     def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:

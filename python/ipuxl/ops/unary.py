@@ -318,10 +318,13 @@ def _tanh_grad(ctx):
 
 @register_grad("Relu")
 def _relu_grad(ctx):
-    """d relu(x) = 1 where x > 0, else 0 (0 at x == 0, as PyTorch)."""
+    """d relu(x) = 1 where x > 0, else 0 (0 at x == 0, as PyTorch). Read
+    from the output (relu(x) > 0 exactly where x > 0), as PopART's
+    ReluGradOp does: the gradient graph keeps the activation it already
+    needs for the next layer's weight gradient, not also the one before."""
     o = _ops()
-    x = ctx.x(0)
-    return [o.where(o.greater(x, 0.0), ctx.g(), 0.0)]
+    y = ctx.y(0)
+    return [o.where(o.greater(y, 0.0), ctx.g(), 0.0)]
 
 
 def _sigmoid(x: Tensor) -> Tensor:

@@ -13,8 +13,14 @@ The contract is PopXL's (``popxl.transforms.autodiff``):
 * ``expected_outputs`` are ``FwdGrad`` connections matching ``grads_required``
   (default: all forward inputs) exactly, in order. A gradient output that is
   produced inside the gradient graph is named ``Gradient___<name>``.
-* As in PopART, the forward outputs of ``Mul``/``Div``/``Pow``/``Fmod`` are
-  always made available to the gradient graph (``OpDef.stash_outputs``),
+* The gradient graph takes only the forward values its ops read, as
+  PopART's ``doPrune`` leaves it: ops whose results nothing reads (a rule's
+  gradient for an input that needs none, a value read eagerly) are removed
+  with the forward inputs only they read and the outputs stitched for them
+  (the first layer's weight is no input of an MLP's weight-gradient graph).
+* As in PopART, whose ``ElementWiseBinaryGradOp`` reads both operands and
+  the output, the operands and output of ``Mul``/``Div``/``Pow``/``Fmod``
+  are always made available to the gradient graph (``OpDef.stash_outputs``),
   so stitching adds the same outputs as PopXL (``x * W + b`` gains one).
 * A needed activation that is neither a forward input nor an output becomes
   a new output of the forward graph, and every existing call site of the
@@ -255,6 +261,8 @@ class _GraphBuilder:
         self.fwd_inputs: Dict[int, Tuple[Tensor, Tensor]] = {}  # -> (fwd tensor, bwd input)
         self.values: Dict[int, Tensor] = {}  # -> bwd value (any source)
         self.grad_inputs: List[Tensor] = []
+        # Where this graph's entries in the stitch journal start.
+        self.stitch_mark = len(ad.stitches)
 
     # ---- forward values inside the gradient graph
     def value_of(self, t: Tensor) -> Tensor:
@@ -380,9 +388,86 @@ class _GraphBuilder:
             self._name_output(g, t, named)
             graph_output(g)
             outs.append(t)
+        self._prune()
         if not self.top:
             self._prune_unused_grad_inputs()
         return self._make_info(outs)
+
+    def _prune(self) -> None:
+        """Keep only what the gradient outputs need, as PopART's ``doPrune``:
+        ops none of whose results is read (a rule's gradient for an input that
+        needs none, a value it read eagerly) go, then the forward inputs no
+        remaining op reads, then the stitched forward outputs they came from.
+        Pinned values (``_Autodiff.pinned``: what PopART's gradient op reads)
+        stay inputs. Ops with side effects, writes, called graphs or
+        topological constraints are kept whatever reads them."""
+        bwd = self.bwd
+        pinned = self.ad.pinned
+        constrained = {id(op) for pair in bwd._topo_cons for op in pair}
+        live = {id(t) for t in bwd._outputs}
+        dead: Set[int] = set()
+        for op in reversed(bwd._ops):
+            d = get_opdef(op.type)
+            if d.kind == "kernel" and not d.side_effects and not op.modified and \
+                    not op.called_graphs and id(op) not in constrained and \
+                    not any(id(o) in live for o in op.outputs):
+                dead.add(id(op))
+                continue
+            live.update(id(x) for x in op.inputs if x is not None)
+        if dead:
+            read: Dict[int, Tensor] = {}
+            for op in bwd._ops:
+                if id(op) not in dead:
+                    continue
+                bwd._ops_set.discard(op)
+                for x in op.inputs:
+                    if x is not None:
+                        read[id(x)] = x
+                for o in op.outputs:
+                    if bwd._tensors.get(o._id) is o:
+                        del bwd._tensors[o._id]
+            bwd._ops[:] = [op for op in bwd._ops if id(op) not in dead]
+            for x in read.values():
+                x._consumers = [c for c in x._consumers if id(c) not in dead]
+        outputs = {id(t) for t in bwd._outputs}
+        for key, (t, v) in list(self.fwd_inputs.items()):
+            if not v._consumers and id(v) not in outputs and id(v) not in pinned:
+                del self.fwd_inputs[key]
+                self.values.pop(key, None)
+                if bwd._tensors.get(v._id) is v:
+                    del bwd._tensors[v._id]
+        for t in [t for t in bwd._tensors.values() if isinstance(t, Constant)]:
+            if not t._consumers and id(t) not in outputs:
+                del bwd._tensors[t._id]
+        self._unstitch_unread()
+
+    def _unstitch_unread(self) -> None:
+        """Take back the forward outputs stitched for values the pruned
+        gradient graph no longer reads (from the forward graph and each call
+        site), renumbering the journal so a later rollback still works."""
+        entries = self.ad.stitches[self.stitch_mark:]
+        if not entries:
+            return
+        fwd, base, sites = entries[0]
+        if any(e[0] is not fwd or [op for op, _ in e[2]] != [op for op, _ in sites]
+               for e in entries):
+            return  # call sites changed while stitching: leave the outputs
+        stitched = fwd._outputs[base:]
+        if len(stitched) != len(entries):
+            return
+        keep = [k for k, t in enumerate(stitched) if id(t) in self.fwd_inputs]
+        if len(keep) == len(stitched):
+            return
+        kept = set(keep)
+        fwd._outputs[base:] = [stitched[k] for k in keep]
+        for op, n in sites:
+            outs = op.outputs[n:]
+            for k, o in enumerate(outs):
+                if k not in kept and op.graph._tensors.get(o._id) is o:
+                    del op.graph._tensors[o._id]
+            op.outputs[n:] = [outs[k] for k in keep]
+        self.ad.stitches[self.stitch_mark:] = [
+            (fwd, base + j, [(op, n + j) for op, n in sites]) for j in range(len(keep))]
 
     def _name_output(self, g: Tensor, t: Tensor, named: Set[int]) -> None:
         """Rename a gradient produced in the gradient graph ``Gradient___<t>``
@@ -511,15 +596,24 @@ def sweep(ops: Sequence[Op], grads: Dict[int, List[Tensor]], needs: Set[int],
                 g = _sum_partials(parts, o)
                 grads[id(o)] = [g]
                 out_grads.append(g)
-        if get_opdef(op.type).stash_outputs:
-            for o in op.outputs:  # PopXL-compatible stitching (see OpDef.stash_outputs)
-                value_of(o)
+        # PopART's gradient op of a stash_outputs type reads both operands and
+        # the output: PopXL's gradient graph takes them as inputs whatever our
+        # rule reads, so they are kept (pinned). The output first, the
+        # operands after the rule, so values are stitched in the rule's order.
+        stash = get_opdef(op.type).stash_outputs
+        if stash:
+            for o in op.outputs:
+                ad.pinned.add(id(value_of(o)))
         # As PopART, an op's gradient ops run on the forward op's IPU.
         gctx = get_current_context()
         saved_ipu = gctx._ipu_id
         gctx._ipu_id = op.ipu
         try:
             in_grads = _op_grads(op, rule, out_grads, need, value_of, ad)
+            if stash:
+                for x in op.inputs:
+                    if x is not None:
+                        ad.pinned.add(id(value_of(x)))
         finally:
             gctx._ipu_id = saved_ipu
         if len(in_grads) != len(op.inputs):
@@ -626,6 +720,9 @@ class _Autodiff:
         self.touched: Dict[Graph, GradGraphInfo] = dict(infos)
         self.created: List[Graph] = []
         self.stitches: List[Tuple[Graph, int, List[Tuple[Op, int]]]] = []
+        #: ``id`` of gradient-graph values kept as inputs even if no op of ours
+        #: reads them (see ``sweep``).
+        self.pinned: Set[int] = set()
 
     def subgraph_info(self, graph: Graph) -> GradGraphInfo:
         info = self.infos.get(graph)

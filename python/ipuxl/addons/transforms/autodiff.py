@@ -24,6 +24,7 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ... import dtypes
+from ..._positions import position
 from ...context import in_sequence
 from ...graph import Graph
 from ...tensor import Tensor, constant
@@ -189,10 +190,12 @@ def remap_grad_info(grad_info: GradGraphInfo, forward_graph: Graph,
     old = grad_info.forward_graph
 
     def remap(t: Tensor) -> Tensor:
-        if t in old.inputs:
-            return forward_graph.inputs[list(old.inputs).index(t)]
-        if t in old.outputs:
-            return forward_graph.outputs[list(old.outputs).index(t)]
+        k = position(old, "_inputs", t)
+        if k >= 0:
+            return forward_graph.inputs[k]
+        k = position(old, "_outputs", t)
+        if k >= 0:
+            return forward_graph.outputs[k]
         raise ValueError(f"remap_grad_info: {t} is neither an input nor an output of {old.name}")
 
     ins = [ExpectedConnection._create(remap(ec.fwd_tensor), ec.connection_type)

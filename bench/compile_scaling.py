@@ -1,0 +1,186 @@
+"""Compile-time scaling: build + autodiff + ``Session(...)`` time and peak RSS
+for chains of elementwise ops, with a least-squares fit of the exponent.
+
+The program (the one that exposed quadratic compile time): a subgraph
+``f(x, w)`` that is a chain of N elementwise ops (``y*w``, ``y+w``,
+``tanh(y)``, repeating), its gradient graph from
+``popxl.transforms.autodiff`` (which stitches about one forward activation
+per op into the forward graph's outputs), and a main graph that calls
+``f`` and then its gradient graph with ``inputs_dict`` and stores both
+results to the host. Timed: building the forward graph and the calls,
+autodiff, ``Session(ir, device)`` (lowering, host passes, the core's
+program description and validation, memory plan and, on ``"ipu_model"``,
+the IPU model with ``allow_out_of_memory=True``: long chains overflow a
+tile's control code), and one ``run``, whose results are checked against NumPy.
+
+Each size runs in its own process, so peak RSS is that size's alone. The
+exponent is the slope of log(build + autodiff + session seconds) against
+log(N) (least squares over all sizes); 1.0 is linear. ``cpu s`` is the
+process CPU time of the same three steps (all threads), the figure to read
+on a machine shared with other work, where wall time includes waiting; the
+exponent is printed for both.
+
+    PYTHONPATH=python python3 bench/compile_scaling.py                  # 1k, 10k, 100k
+    PYTHONPATH=python python3 bench/compile_scaling.py --sizes 1000 2000 10000
+    PYTHONPATH=python python3 bench/compile_scaling.py --device cpu --profile 10000
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _chain(n_ops):
+    import ipuxl.ops as ops
+
+    def fn(x, w):
+        y = x
+        for i in range(n_ops):
+            k = i % 3
+            if k == 0:
+                y = y * w
+            elif k == 1:
+                y = y + w
+            else:
+                y = ops.tanh(y)
+        return y
+
+    return fn
+
+
+def _reference(n_ops, x, w):
+    """The chain's value and d(sum y)/dx in float64 (forward, then reverse)."""
+    ys = [x.astype(np.float64)]
+    w = w.astype(np.float64)
+    for i in range(n_ops):
+        y = ys[-1]
+        ys.append(y * w if i % 3 == 0 else y + w if i % 3 == 1 else np.tanh(y))
+    g = np.ones_like(x, dtype=np.float64)
+    for i in reversed(range(n_ops)):
+        if i % 3 == 0:
+            g = g * w
+        elif i % 3 == 2:
+            g = g * (1.0 - ys[i + 1] ** 2)
+    return ys[-1], g
+
+
+def measure(n_ops: int, device: str) -> dict:
+    import ipuxl as popxl
+    import ipuxl.ops as ops
+
+    x0 = np.linspace(-0.5, 0.5, 4).astype(np.float32)
+    w0 = np.full(4, 0.9, np.float32)
+    t = {}
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    ir = popxl.Ir()
+    with ir.main_graph:
+        spec = popxl.TensorSpec((4,), popxl.float32)
+        g = ir.create_graph(_chain(n_ops), spec, spec)
+        x = popxl.variable(x0, name="x")
+        w = popxl.variable(w0, name="w")
+        t1 = time.perf_counter()
+        info = popxl.transforms.autodiff(g)
+        t2 = time.perf_counter()
+        fwd = ops.call_with_info(g, x, w)
+        (dx, _dw) = ops.call(info.graph, popxl.constant(np.ones(4, np.float32)),
+                             inputs_dict=info.inputs_dict(fwd))
+        streams = []
+        for v in (fwd.outputs[0], dx):
+            s = popxl.d2h_stream(v.shape, v.dtype)
+            ops.host_store(s, v)
+            streams.append(s)
+    t3 = time.perf_counter()
+    # Chains this long do not fit one modelled IPU (control code): the model
+    # still runs in full and reports the overflow in the profile.
+    sess = popxl.Session(ir, popxl.IpuModel(allow_out_of_memory=True)
+                         if device == "ipu_model" else device)
+    t4 = time.perf_counter()
+    c4 = time.process_time()
+    with sess:
+        out = sess.run()
+    t5 = time.perf_counter()
+    y_ref, dx_ref = _reference(n_ops, x0, w0)
+    np.testing.assert_allclose(out[streams[0]], y_ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out[streams[1]], dx_ref, rtol=1e-3, atol=1e-5)
+    t["build"] = (t1 - t0) + (t3 - t2)
+    t["autodiff"] = t2 - t1
+    t["session"] = t4 - t3
+    t["run"] = t5 - t4
+    t["cpu"] = c4 - c0  # build + autodiff + session, CPU seconds of all threads
+    t["fwd_ops"] = len(g.ops)
+    t["grad_ops"] = len(info.graph.ops)
+    t["grad_inputs"] = len(info.graph.inputs)
+    t["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return t
+
+
+def fit_exponent(ns, ts) -> float:
+    """Least-squares slope of log(t) against log(n)."""
+    xs = [math.log(n) for n in ns]
+    ys = [math.log(t) for t in ts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((a - mx) ** 2 for a in xs)
+    return sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sxx
+
+
+def _child(n: int, device: str, profile: bool) -> None:
+    if profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        res = prof.runcall(measure, n, device)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(30)
+    else:
+        res = measure(n, device)
+    print(json.dumps(res))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
+                    help="forward chain lengths (ops)")
+    ap.add_argument("--device", default="ipu_model", choices=["ipu_model", "cpu"])
+    ap.add_argument("--profile", type=int, metavar="N",
+                    help="run one size under cProfile and print the top functions")
+    ap.add_argument("--_one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._one is not None or args.profile is not None:
+        _child(args._one if args._one is not None else args.profile, args.device,
+               args.profile is not None)
+        return 0
+    print(f"device {args.device}; build = forward graph + calls, session = Session(ir, device)")
+    print(f"{'fwd ops':>8} {'grad ops':>8} {'grad ins':>8} {'build s':>8} {'autodiff s':>10} "
+          f"{'session s':>9} {'total s':>8} {'cpu s':>7} {'run ms':>8} {'us/op':>6} "
+          f"{'peak RSS MiB':>12}")
+    ns, ts, cs = [], [], []
+    for n in args.sizes:
+        cmd = [sys.executable, os.path.abspath(__file__), "--_one", str(n), "--device", args.device]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            sys.stderr.write(proc.stderr)
+            return proc.returncode
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        total = r["build"] + r["autodiff"] + r["session"]
+        ns.append(n)
+        ts.append(total)
+        cs.append(r["cpu"])
+        print(f"{r['fwd_ops']:>8} {r['grad_ops']:>8} {r['grad_inputs']:>8} {r['build']:>8.2f} "
+              f"{r['autodiff']:>10.2f} {r['session']:>9.2f} {total:>8.2f} {r['cpu']:>7.2f} "
+              f"{r['run'] * 1e3:>8.1f} {total / n * 1e6:>6.0f} {r['rss_mib']:>12.0f}", flush=True)
+    if len(ns) >= 2:
+        print(f"exponent of build + autodiff + session time over {ns[0]} -> {ns[-1]} ops "
+              f"(least squares, 1.0 = linear): {fit_exponent(ns, ts):.2f} wall, "
+              f"{fit_exponent(ns, cs):.2f} cpu")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
