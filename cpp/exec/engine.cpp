@@ -18,6 +18,15 @@ namespace {
 // IPUXL_PROFILE_CLOCK=thread the calling thread's CPU time, which a loaded
 // machine does not inflate (with IPUXL_NUM_THREADS=1 it is all of a
 // kernel's work; with more threads it misses the workers' share).
+// The signal poll's clock: the coarse monotonic clock costs a few
+// nanoseconds (no syscall) and its millisecond resolution is plenty for a
+// poll every Engine::kPollSeconds, so it is read before every step.
+double coarse_clock() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 double profile_clock() {
   static const bool thread_cpu = [] {
     const char* e = std::getenv("IPUXL_PROFILE_CLOCK");
@@ -160,7 +169,13 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
   RunContext ctx;
   ctx.run_index = run_index_;
   int pc = exe_.entry[program];
+  const bool polling = static_cast<bool>(poll_);
+  double next_poll = polling ? coarse_clock() + kPollSeconds : 0.0;
   for (;;) {
+    if (polling && coarse_clock() >= next_poll) {
+      poll_();  // may throw: the run stops between two steps
+      next_poll = coarse_clock() + kPollSeconds;
+    }
     if (!div.empty() && div.back().in_else && pc == div.back().end_pc) {
       active = std::move(div.back().outer);
       div.pop_back();
@@ -352,7 +367,8 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
   }
 }
 
-std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
+std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings,
+                                 std::function<void()> poll) {
   if (bindings.size() != desc_->streams.size())
     throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
                 " stream bindings, got " + std::to_string(bindings.size()));
@@ -361,6 +377,12 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
                 std::to_string(desc_->total_replicas()) + " replicas: call set_distributed first");
   ++run_index_;
   state_defined_ = false;
+  poll_ = std::move(poll);
+  // The poll lives for this run only (it may refer to the caller's frame).
+  struct ClearPoll {
+    std::function<void()>& p;
+    ~ClearPoll() { p = nullptr; }
+  } clear_poll{poll_};
   if (direct_stores_.empty()) {
     execute(kMainProgram, bindings);
   } else {

@@ -71,6 +71,16 @@ class Session:
     restore values from before a run, and leaving the context after an
     exception or with ``weights_to_host_on_exit=False`` leaves the device
     values on the host. Only one live Session per Ir shares host arrays.
+    After a run that failed part-way, the host values of shared variables
+    the program writes are half-updated: ``save_checkpoint`` refuses them
+    until known values are written.
+
+    Threads: one Session may be used from several threads; each call
+    (``run``, weights copies, tensor data, checkpoints) runs alone, so the
+    result is that of the calls one after another. Signals: a run on the
+    main thread checks for pending signals between program steps (every
+    50 ms): Ctrl-C raises ``KeyboardInterrupt`` and leaves the device state
+    undefined, as any run that fails part-way.
     """
 
     def __init__(self, ir: Ir, device_desc="cpu", weights_to_host_on_exit: bool = True,
