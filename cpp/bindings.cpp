@@ -30,7 +30,16 @@ DType to_dtype(int code) {
 
 AttrValue to_attr(const std::string& key, const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return (int64_t)v.cast<bool>();
-  if (py::isinstance<py::int_>(v)) return v.cast<int64_t>();
+  if (py::isinstance<py::int_>(v)) {
+    // Python ints are unbounded: one that int64 cannot hold is named here
+    // rather than reaching pybind's generic cast error.
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow)
+      throw Error("attribute '" + key + "': " + py::str(v).cast<std::string>() +
+                  " does not fit in int64");
+    return (int64_t)x;
+  }
   if (py::isinstance<py::float_>(v)) return v.cast<double>();
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
@@ -295,6 +304,26 @@ std::pair<int64_t, int64_t> pair_of(const std::vector<int64_t>& v, const std::st
   return {v[0], v[1]};
 }
 
+// Every entry point into one Engine runs under the Engine's mutex, so two
+// Python threads using one Session (or one Engine) are serialised instead
+// of racing. The mutex is taken with the GIL released: a run holds it while
+// it calls back into Python (the exchange between instances, the signal
+// poll), so waiting for it while holding the GIL could deadlock.
+template <class F>
+auto locked(const Engine& e, F&& f) -> decltype(f()) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(e.mutex());
+  return f();
+}
+
+// The identity of the interpreter's main thread, where Python runs signal
+// handlers (Engine.run polls for them only there).
+unsigned long main_thread_ident() {
+  static const unsigned long ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  return ident;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -472,7 +501,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "run",
           [](Engine& e, const std::vector<py::object>& streams, int64_t num_host_transfers,
-             const std::vector<int64_t>& item_bytes) {
+             const std::vector<int64_t>& item_bytes, bool check_signals) {
             if (streams.size() != item_bytes.size())
               throw Error("Engine.run: streams and item_bytes differ in length");
             std::vector<StreamBinding> b(streams.size());
@@ -490,32 +519,49 @@ PYBIND11_MODULE(_core, m) {
               b[i].items = num_host_transfers;
               b[i].item_bytes = (size_t)item_bytes[i];
             }
-            py::gil_scoped_release release;
-            return e.run(std::move(b));
+            // On the main thread a pending signal (Ctrl-C) stops the run
+            // between two steps: the poll takes the GIL back briefly and
+            // runs Python's handlers; KeyboardInterrupt propagates out.
+            std::function<void()> poll;
+            if (check_signals && PyThread_get_thread_ident() == main_thread_ident())
+              poll = [] {
+                py::gil_scoped_acquire gil;
+                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+              };
+            return locked(e, [&] { return e.run(std::move(b), std::move(poll)); });
           },
-          py::arg("streams"), py::arg("num_host_transfers"), py::arg("item_bytes"))
-      .def("run_weights_program", &Engine::run_weights_program, py::arg("from_host"))
+          py::arg("streams"), py::arg("num_host_transfers"), py::arg("item_bytes"),
+          py::arg("check_signals") = true)
+      .def("run_weights_program",
+           [](Engine& e, bool from_host) { locked(e, [&] { e.run_weights_program(from_host); }); },
+           py::arg("from_host"))
       .def("has_weights_program", &Engine::has_weights_program, py::arg("from_host"))
       .def("write_tensor",
            [](Engine& e, int t, const py::array& a, int replica) {
              auto info = checked_buffer(a, 0, false, "write_tensor");
-             e.write_tensor(t, static_cast<const uint8_t*>(info.ptr),
-                            (size_t)info.size * (size_t)info.itemsize, replica);
+             locked(e, [&] {
+               e.write_tensor(t, static_cast<const uint8_t*>(info.ptr),
+                              (size_t)info.size * (size_t)info.itemsize, replica);
+             });
            },
            py::arg("tensor"), py::arg("array"), py::arg("replica") = -1,
            "Copy host bytes into a tensor of one replica (-1: every replica).")
       .def("write_remote",
            [](Engine& e, int buffer, int64_t entry, int replica, const py::array& a) {
              auto info = checked_buffer(a, 0, false, "write_remote");
-             e.write_remote(buffer, entry, replica, static_cast<const uint8_t*>(info.ptr),
-                            (size_t)info.size * (size_t)info.itemsize);
+             locked(e, [&] {
+               e.write_remote(buffer, entry, replica, static_cast<const uint8_t*>(info.ptr),
+                              (size_t)info.size * (size_t)info.itemsize);
+             });
            },
            py::arg("buffer"), py::arg("entry"), py::arg("replica"), py::arg("array"))
       .def("read_remote",
            [](const Engine& e, int buffer, int64_t entry, int replica, py::array& a) {
              auto info = checked_buffer(a, 0, true, "read_remote");
-             e.read_remote(buffer, entry, replica, static_cast<uint8_t*>(info.ptr),
-                           (size_t)info.size * (size_t)info.itemsize);
+             locked(e, [&] {
+               e.read_remote(buffer, entry, replica, static_cast<uint8_t*>(info.ptr),
+                             (size_t)info.size * (size_t)info.itemsize);
+             });
            },
            py::arg("buffer"), py::arg("entry"), py::arg("replica"), py::arg("array"))
       .def_property_readonly("replicas", &Engine::replicas)
@@ -583,16 +629,20 @@ PYBIND11_MODULE(_core, m) {
           "bind_external",
           [](Engine& e, int t, py::array& a) {
             auto info = checked_buffer(a, 0, true, "bind_external");
-            e.bind_external(t, static_cast<uint8_t*>(info.ptr),
-                            (size_t)info.size * (size_t)info.itemsize);
+            locked(e, [&] {
+              e.bind_external(t, static_cast<uint8_t*>(info.ptr),
+                              (size_t)info.size * (size_t)info.itemsize);
+            });
           },
           py::arg("tensor"), py::arg("array"), py::keep_alive<1, 3>())
-      .def("unbind_external", &Engine::unbind_external, py::arg("tensor"))
+      .def("unbind_external",
+           [](Engine& e, int t) { locked(e, [&] { e.unbind_external(t); }); },
+           py::arg("tensor"))
       .def(
           "tensor_address",
           [](const Engine& e, int t) {
             if (t < 0 || t >= e.num_tensors()) throw Error("tensor_address: no tensor " + std::to_string(t));
-            return reinterpret_cast<uintptr_t>(e.tensor(t).data);
+            return locked(e, [&] { return reinterpret_cast<uintptr_t>(e.tensor(t).data); });
           },
           py::arg("tensor"), "Address of a tensor's storage now (for tests and memory reports).")
       .def("tensor_names",
@@ -604,19 +654,22 @@ PYBIND11_MODULE(_core, m) {
       .def("read_tensor",
            [](const Engine& e, int t, py::array& a, int replica) {
              auto info = checked_buffer(a, 0, true, "read_tensor");
-             e.read_tensor(t, static_cast<uint8_t*>(info.ptr),
-                           (size_t)info.size * (size_t)info.itemsize, replica);
+             locked(e, [&] {
+               e.read_tensor(t, static_cast<uint8_t*>(info.ptr),
+                             (size_t)info.size * (size_t)info.itemsize, replica);
+             });
            },
            py::arg("tensor"), py::arg("array"), py::arg("replica") = 0)
       .def("describe", &Engine::describe, py::arg("host") = false,
            "The lowered program: the faithful one (as PopXL would build it) by default, the "
            "one the host runs (after host passes) with host=True.")
       .def("program_counts", &Engine::program_counts, py::arg("host") = false)
-      .def("set_profiling", &Engine::set_profiling)
+      .def("set_profiling", [](Engine& e, bool on) { locked(e, [&] { e.set_profiling(on); }); })
       .def("profile",
            [](const Engine& e) {
              py::list out;
-             for (auto& p : e.profile()) out.append(py::make_tuple(p.label, p.seconds, p.calls));
+             for (auto& p : locked(e, [&] { return e.profile(); }))
+               out.append(py::make_tuple(p.label, p.seconds, p.calls));
              return out;
            })
       .def_property_readonly("arena_bytes", &Engine::arena_bytes)

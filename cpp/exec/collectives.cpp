@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "../core/isa.hpp"
@@ -349,6 +350,73 @@ void all_reduce_split(const OpRecord& op, const std::vector<State*>& states,
   }
 }
 
+// The handshake before a collective that crosses instances: each instance
+// sends every other one a small description of the collective it is about
+// to run, and compares what it receives with its own. Instances whose
+// programs disagree (sizes, dtype, operator or grouping) would otherwise
+// exchange messages of different lengths and reduce garbage, or reduce
+// with different operators and all "succeed": this way every instance
+// stops with an error naming the op before any data moves.
+struct CollectiveHeader {
+  int64_t magic, kind, reduce, dtype, in_elms, out_elms, total, groups_hash;
+};
+constexpr int64_t kHeaderMagic = 0x69707578636f6c31;  // "ipuxcol1"
+
+const char* kind_name(int64_t k) {
+  switch (k) {
+    case (int64_t)CollectiveKind::AllReduce: return "all-reduce";
+    case (int64_t)CollectiveKind::AllGather: return "all-gather";
+    case (int64_t)CollectiveKind::ReduceScatter: return "reduce-scatter";
+    default: return "?";
+  }
+}
+
+const char* reduce_name(int64_t r) {
+  static const char* names[] = {"add", "mean", "mul", "min", "max", "logical_and",
+                                "logical_or", "square_add", "local"};
+  return r >= 0 && r < 9 ? names[r] : "?";
+}
+
+std::string describe(const CollectiveHeader& h) {
+  if (h.magic != kHeaderMagic) return "not a collective (another exchange)";
+  const std::string dt = dtype_is_valid((int)h.dtype) ? dtype_name((DType)h.dtype) : "?";
+  return std::string(kind_name(h.kind)) + "(" + reduce_name(h.reduce) + ") of " + dt + " x" +
+         std::to_string(h.in_elms) + " -> x" + std::to_string(h.out_elms) + " over " +
+         std::to_string(h.total) + " replicas, groups #" +
+         std::to_string((uint64_t)h.groups_hash % 1000000);
+}
+
+void check_peers_agree(const OpRecord& op, const std::vector<std::vector<int>>& groups,
+                       DType dt, int64_t n, int64_t m, int total, int me, int instances,
+                       const ExchangeFn& exchange) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the groups' members
+  for (const auto& g : groups) {
+    for (int r : g) hash = (hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
+    hash = (hash ^ 0xffffffffull) * 1099511628211ull;
+  }
+  const CollectiveHeader mine{kHeaderMagic, (int64_t)op.collective.kind,
+                              (int64_t)op.collective.op, (int64_t)dt, n, m, total,
+                              (int64_t)hash};
+  std::vector<CollectiveHeader> theirs((size_t)instances);
+  std::vector<Block> sends, recvs;
+  for (int p = 0; p < instances; ++p) {
+    if (p == me) continue;
+    sends.push_back({p, const_cast<CollectiveHeader*>(&mine), sizeof mine});
+    recvs.push_back({p, &theirs[(size_t)p], sizeof mine});
+  }
+  const std::string what = op.type + " op '" + op.name + "'";
+  exchange(sends, recvs, what + " (handshake)");
+  for (int p = 0; p < instances; ++p) {
+    if (p == me || std::memcmp(&theirs[(size_t)p], &mine, sizeof mine) == 0) continue;
+    throw RunError(what + ": the instances disagree about this collective: instance " +
+                   std::to_string(me) + " of " + std::to_string(instances) + " runs " +
+                   describe(mine) + ", instance " + std::to_string(p) + " runs " +
+                   describe(theirs[(size_t)p]) +
+                   " (every instance must run the same program; a mismatch of size, dtype, "
+                   "operator or replica grouping would reduce garbage)");
+  }
+}
+
 }  // namespace
 
 void run_collective_distributed(const OpRecord& op, const std::vector<State*>& states,
@@ -370,6 +438,8 @@ void run_collective_distributed(const OpRecord& op, const std::vector<State*>& s
     }
     for (char h : has) everywhere = everywhere && h;
   }
+  if (crosses)
+    check_peers_agree(op, groups, in0.dtype, n, m, total, me, instances, exchange);
   if (crosses && everywhere && op.collective.kind == CollectiveKind::AllReduce &&
       item >= kSplitAllReduceBytes && !dtype_is_fp8(in0.dtype)) {
     all_reduce_split(op, states, groups, me, instances, exchange, recv);

@@ -1,5 +1,6 @@
 #include "engine.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -18,6 +19,15 @@ namespace {
 // IPUXL_PROFILE_CLOCK=thread the calling thread's CPU time, which a loaded
 // machine does not inflate (with IPUXL_NUM_THREADS=1 it is all of a
 // kernel's work; with more threads it misses the workers' share).
+// The signal poll's clock: the coarse monotonic clock costs a few
+// nanoseconds (no syscall) and its millisecond resolution is plenty for a
+// poll every Engine::kPollSeconds, so it is read before every step.
+double coarse_clock() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 double profile_clock() {
   static const bool thread_cpu = [] {
     const char* e = std::getenv("IPUXL_PROFILE_CLOCK");
@@ -156,7 +166,27 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
   RunContext ctx;
   ctx.run_index = run_index_;
   int pc = exe_.entry[program];
+  // The signal poll: the clock is read every `stride` steps, a stride that
+  // doubles (up to 128) while steps are quick and drops to 1 when the last
+  // stride took over half a millisecond, so that reading it costs well
+  // under a nanosecond a step in loops of tiny kernels and a poll is never
+  // more than a few slow steps late.
+  const bool polling = static_cast<bool>(poll_);
+  double last_read = polling ? coarse_clock() : 0.0;
+  double next_poll = last_read + kPollSeconds;
+  int stride = 1, countdown = 1;
   for (;;) {
+    if (polling && --countdown == 0) {
+      const double now = coarse_clock();
+      stride = now - last_read < 0.5e-3 ? std::min(stride * 2, 128) : 1;
+      countdown = stride;
+      last_read = now;
+      if (now >= next_poll) {
+        poll_();  // may throw: the run stops between two steps
+        last_read = coarse_clock();
+        next_poll = last_read + kPollSeconds;
+      }
+    }
     if (!div.empty() && div.back().in_else && pc == div.back().end_pc) {
       active = std::move(div.back().outer);
       div.pop_back();
@@ -348,7 +378,8 @@ void Engine::execute(int program, std::vector<StreamBinding>& streams) {
   }
 }
 
-std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
+std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings,
+                                 std::function<void()> poll) {
   if (bindings.size() != desc_->streams.size())
     throw Error("Engine.run: expected " + std::to_string(desc_->streams.size()) +
                 " stream bindings, got " + std::to_string(bindings.size()));
@@ -357,6 +388,12 @@ std::vector<int64_t> Engine::run(std::vector<StreamBinding> bindings) {
                 std::to_string(desc_->total_replicas()) + " replicas: call set_distributed first");
   ++run_index_;
   state_defined_ = false;
+  poll_ = std::move(poll);
+  // The poll lives for this run only (it may refer to the caller's frame).
+  struct ClearPoll {
+    std::function<void()>& p;
+    ~ClearPoll() { p = nullptr; }
+  } clear_poll{poll_};
   if (direct_stores_.empty()) {
     execute(kMainProgram, bindings);
   } else {

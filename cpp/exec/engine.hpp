@@ -7,8 +7,11 @@
 // describe() and reports, and never run.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <tuple>
@@ -43,8 +46,16 @@ class Engine {
   // One host call: runs the main program once and returns how many transfers
   // of each stream it used; output transfers it did not store are zeroed.
   // On failure the device state is whatever the program had written so far
-  // (the Session says so).
-  std::vector<int64_t> run(std::vector<StreamBinding> bindings);
+  // (the Session says so). `poll`, when given, is called between program
+  // steps at most every kPollSeconds of wall time; whatever it throws (a
+  // KeyboardInterrupt from a pending signal) ends the run as any failure.
+  std::vector<int64_t> run(std::vector<StreamBinding> bindings,
+                           std::function<void()> poll = nullptr);
+  static constexpr double kPollSeconds = 0.05;
+  // One engine is not safe to use from several threads at once: every
+  // caller of the methods below from a language binding holds this mutex
+  // (the Python bindings take it with the GIL released).
+  std::mutex& mutex() const { return mutex_; }
   // Runs the weights_from_host / weights_to_host program (main-graph ops
   // placed in those execution contexts); nothing when it is empty.
   void run_weights_program(bool from_host);
@@ -84,10 +95,10 @@ class Engine {
   std::vector<ExecProfile> profile() const { return profiles_; }
   size_t arena_bytes() const { return plan_.total; }
   size_t unplanned_bytes() const { return plan_.unplanned; }
-  uint64_t runs() const { return run_index_; }
+  uint64_t runs() const { return run_index_.load(); }
   // False after a program failed part-way (its writes so far are kept):
   // the device values are not those of any complete run.
-  bool state_defined() const { return state_defined_; }
+  bool state_defined() const { return state_defined_.load(); }
 
  private:
   State& state() const { return *states_[0]; }
@@ -119,9 +130,12 @@ class Engine {
   void unbind_direct_stores(const std::vector<std::tuple<State*, int, uint8_t*>>& bound);
   std::vector<std::unique_ptr<State>> states_;
   std::vector<ExecProfile> profiles_;  // per kernel slot
-  uint64_t run_index_ = 0;
+  // Read without the mutex (Session checks them after a failed run).
+  std::atomic<uint64_t> run_index_{0};
   bool profiling_ = false;
-  bool state_defined_ = true;
+  std::atomic<bool> state_defined_{true};
+  std::function<void()> poll_;  // this run's signal check, or empty
+  mutable std::mutex mutex_;
   int dist_offset_ = 0;
   int dist_total_ = 0;  // 0: not distributed
   ExchangeFn exchange_;

@@ -2,6 +2,9 @@
 and remote buffers used wrongly. PopXL's exception types (popart_exception
 where PopART raises from C++), messages naming the tensor, graph, buffer or
 argument."""
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -20,16 +23,10 @@ CASES = [
     ("variable_none", lambda T: popxl.variable(None, name="vn"), TypeError, r"variable 'vn': cannot convert NoneType"),
     ("variable_string", lambda T: popxl.variable("abc", name="vs"), ValueError, r"variable 'vs': numpy dtype <U3 has no popxl equivalent"),
     ("variable_ragged", lambda T: popxl.variable([[1, 2], [3]], name="vr"), ValueError, r"variable 'vr': cannot convert the data to an array"),
-    ("variable_int64_wraps", lambda T: popxl.variable(np.array([2 ** 40]), name="vbig"), ValueError, r"variable 'vbig': .*1099511627776.*int32 \(they would wrap\)"),
-    ("variable_float64_overflows", lambda T: popxl.variable(np.array([1e300]), name="vbigf"), ValueError, r"variable 'vbigf': .*float32 \(they would become inf\)"),
-    ("variable_to_float16_overflows", lambda T: popxl.variable(np.array([1e5], np.float32), popxl.float16, name="vh"), ValueError, r"variable 'vh': .*100000.0.*float16"),
-    ("variable_negative_to_uint", lambda T: popxl.variable(np.array([-1]), popxl.uint32, name="vu"), ValueError, r"variable 'vu': .*-1.*uint32 \(they would wrap\)"),
-    ("variable_nan_to_int", lambda T: popxl.variable(np.array([np.nan]), popxl.int32, name="vni"), ValueError, r"variable 'vni': .*nan.*int32"),
     ("variable_in_subgraph", lambda T: T.ir.create_graph(lambda: popxl.variable(1.0, name="inner")), ValueError, r"popxl.variable can only be created in the main graph"),
     ("variable_datetime", lambda T: popxl.variable(np.array(["2020-01-01"], dtype="datetime64[D]"), name="vd"), ValueError, r"variable 'vd': numpy dtype datetime64\[D\]"),
     ("variable_name_int", lambda T: popxl.variable([1.0], name=3), TypeError, r"tensor name must be a str, got 3"),
     ("constant_none", lambda T: popxl.constant(None, name="cn"), TypeError, r"constant 'cn': cannot convert NoneType"),
-    ("constant_int64_wraps", lambda T: popxl.constant(np.array([2 ** 33]), name="cw"), ValueError, r"constant 'cw': .*int32"),
     ("constant_of_tensor", lambda T: popxl.constant(T.f), TypeError, r"constant: data must be host data .*not a Tensor"),
     ("constant_float8_uint8", lambda T: popxl.constant(np.zeros(2, np.uint8), popxl.float8_143), TypeError, r"Type uint8 is not supported for float8 tensors"),
     ("init_empty_but_unaddressable", lambda T: ops.init((0, 2 ** 62), popxl.float32), ValueError, r"init: shape \(0, 4611686018427387904\) is empty but its nonzero dimensions span"),
@@ -130,6 +127,30 @@ def _outside(T):
 def test_graph_api_misuse_is_refused(T, fn, exc, match):
     with pytest.raises(exc, match=match):
         fn(T)
+
+
+# Host data a variable's or constant's dtype cannot hold: PopXL converts it
+# with NumPy's casts (inf, wrapped integers) and raises nothing; ipuxl does
+# the same and warns once, naming the tensor (issue 42, item 11).
+WARN_CASES = [
+    ("variable_int64_wraps", lambda T: popxl.variable(np.array([2 ** 40]), name="vbig"), r"variable 'vbig': .*1099511627776.*int32 \(they would wrap\)"),
+    ("variable_float64_overflows", lambda T: popxl.variable(np.array([1e300]), name="vbigf"), r"variable 'vbigf': .*float32 \(they would become inf\)"),
+    ("variable_to_float16_overflows", lambda T: popxl.variable(np.array([1e5], np.float32), popxl.float16, name="vh"), r"variable 'vh': .*100000.0.*float16"),
+    ("variable_negative_to_uint", lambda T: popxl.variable(np.array([-1]), popxl.uint32, name="vu"), r"variable 'vu': .*-1.*uint32 \(they would wrap\)"),
+    ("variable_nan_to_int", lambda T: popxl.variable(np.array([np.nan]), popxl.int32, name="vni"), r"variable 'vni': .*nan.*int32"),
+    ("constant_int64_wraps", lambda T: popxl.constant(np.array([2 ** 33]), name="cw"), r"constant 'cw': .*int32"),
+]
+
+
+@pytest.mark.parametrize("fn,match", [c[1:] for c in WARN_CASES], ids=[c[0] for c in WARN_CASES])
+def test_data_a_dtype_cannot_hold_is_converted_with_one_warning(T, fn, match):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn(T)
+    ours = [w for w in caught if issubclass(w.category, RuntimeWarning) and
+            "converted as PopXL does" in str(w.message)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert re.search(match, str(ours[0].message)), str(ours[0].message)
 
 
 def _session_error(build):

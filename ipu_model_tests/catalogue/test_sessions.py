@@ -1,6 +1,7 @@
 """Catalogue: sessions, feeds, outputs, variables, checkpoints and options
 used wrongly. Each case raises PopXL's exception type with a message naming
 the stream, variable, file or option; nothing is half-applied."""
+import json
 import os
 
 import numpy as np
@@ -148,7 +149,16 @@ CHECKPOINT_CASES = [
     ("save_into_missing_directory", lambda sess, p: sess.save_checkpoint(str(p.parent / "no" / "dir" / "c.npz")), FileNotFoundError, r"no/dir/c.npz"),
     ("other_shape", lambda sess, p: (popxl.Session(program((3,))[0], "ipu_model").save_checkpoint(str(p)), sess.load_checkpoint(str(p))), CheckpointMismatch, r"'w': checkpoint has shape \(3,\), variable has \(2,\)"),
     ("other_dtype", lambda sess, p: (popxl.Session(program(dtype=popxl.int32)[0], "ipu_model").save_checkpoint(str(p)), sess.load_checkpoint(str(p))), CheckpointMismatch, r"'w': checkpoint has dtype int32, variable has float32"),
+    # issue 42: a plain .npy, metadata of the wrong shape, names that are not str
+    ("plain_npy", lambda sess, p: (np.save(open(p, "wb"), np.ones(2, np.float32)), sess.load_checkpoint(str(p))), ValueError, r"checkpoint '.*missing.npz': not an ipuxl checkpoint \(a single .npy array"),
+    ("metadata_a_list", lambda sess, p: (_with_meta(p, [1]), sess.load_checkpoint(str(p))), ValueError, r"checkpoint '.*missing.npz': malformed metadata \(a JSON list, not an object\)"),
+    ("metadata_tensors_a_list_of_numbers", lambda sess, p: (_with_meta(p, {"format": "ipuxl-checkpoint", "version": 2, "tensors": [3]}), sess.load_checkpoint(str(p))), ValueError, r"checkpoint '.*missing.npz': malformed metadata \(tensor 0 has no name and entry\)"),
+    ("save_name_not_a_string", lambda sess, p: sess.save_checkpoint(str(p), {3: sess.ir.main_graph.variables[0]}), TypeError, r"checkpoint: names must be str, got 3 for 'w'"),
 ]
+
+
+def _with_meta(p, meta):
+    np.savez(str(p), __ipuxl_checkpoint__=np.frombuffer(json.dumps(meta).encode(), np.uint8))
 
 
 @pytest.mark.parametrize("fn,exc,match", [c[1:] for c in CHECKPOINT_CASES], ids=[c[0] for c in CHECKPOINT_CASES])

@@ -111,6 +111,7 @@ class Generator:
         self.dtype = np.dtype(dtype)
         self.inputs: List[np.ndarray] = []
         self.inplace_ok = False
+        self.replicas = 1
 
     # -- helpers
     def r(self, n):
@@ -171,6 +172,16 @@ class Generator:
             kinds += ["inplace"] * 2
         if depth == 0:
             kinds += ["call", "repeat"]
+        if allow_inplace and self.inplace_ok and body is getattr(self, "epi", None):
+            # Side effects and in-place writes through control flow, in the
+            # main graph (not differentiated): Streaming Memory round trips,
+            # a conditional whose branches write their (by-value) input, a
+            # call or repeat that writes a by-reference input, and (in
+            # replicated graphs) collectives over replicas holding
+            # different values.
+            kinds += ["remote"] * 4 + ["cond"] * 4 + ["call_ref"] * 5
+            if self.replicas > 1:
+                kinds += ["collective"] * 8
         kind = kinds[self.r(len(kinds))]
         getattr(self, "n_" + kind)(body, top, depth)
 
@@ -471,6 +482,75 @@ class Generator:
         a, b = (float(self.dtype.type(self.rng.uniform(-2, 2))) for _ in range(2))
         body.add("scaled_add", [x, y], {"a": a, "b": b}, [body.shapes[x]])
 
+    # -- epilogue-only nodes (see node())
+    def n_remote(self, body, top, depth):
+        x = self.pick(body)
+        entries = 1 + self.r(3)
+        e = self.r(entries)
+        others = [k for k in range(entries) if k != e]
+        body.add("remote", [x], {"entries": entries, "entry": e,
+                                 "other": others[self.r(len(others))] if others and
+                                 self.chance(0.7) else None,
+                                 "dynamic": bool(self.chance(0.5)),
+                                 "inplace": bool(self.chance(0.5))}, [body.shapes[x]])
+
+    def n_cond(self, body, top, depth):
+        x = self.pick(body)
+        steps = [self._inplace_steps(1 + self.r(2)) for _ in range(2)]
+        # The condition: from the data (the sign of x's sum) or a constant.
+        pred = ("data", "true", "false")[self.r(3)]
+        s = body.shapes[x]
+        body.add("cond", [x], {"then": steps[0], "else": steps[1], "pred": pred, "n_out": 2},
+                 [s, s])
+
+    def _inplace_steps(self, n, nested=True):
+        """In-place updates by scalar constants (exact in float16): what a
+        branch, call or repeat body does to its input."""
+        steps = []
+        for _ in range(n):
+            if nested and self.chance(0.25):
+                steps.append(("call_ref", self._inplace_steps(1 + self.r(2), nested=False)))
+            else:
+                op = ("add_", "sub_", "mul_")[self.r(3)]
+                c = (0.5, 0.75, 1.25, -0.5, 1.5)[self.r(5)] if op == "mul_" else \
+                    (0.25, -0.5, 1.0, 0.125)[self.r(4)]
+                steps.append((op, c))
+        return steps
+
+    def n_call_ref(self, body, top, depth):
+        # Writes reach the caller through a by-reference input: only a value
+        # computed here and read by nothing yet (as n_inplace).
+        cands = [i for i in body.live() if body.uses[i] == 0 and
+                 body.producer[i] not in ("const", "input", "arg", "reshape_", "transpose_",
+                                          "slice_")]
+        if cands:
+            x = cands[self.r(len(cands))]
+        else:  # a fresh value to write
+            y = self.pick(body)
+            x = body.add("negate", [y], {}, [body.shapes[y]])[0]
+        count = 1 if self.chance(0.5) else 1 + self.r(3)
+        body.add("call_ref", [x], {"steps": self._inplace_steps(1 + self.r(3)),
+                                   "count": count, "repeat": count > 1 or self.chance(0.3)},
+                 [body.shapes[x]])
+        body.dead.add(x)
+
+    def n_collective(self, body, top, depth):
+        x = self.pick(body)
+        s = body.shapes[x]
+        kind = ("all_reduce", "all_reduce", "all_gather", "rs_ag")[self.r(4)]
+        if kind == "all_gather" and not s:
+            kind = "all_reduce"
+        op = ("add", "mean", "max", "min")[self.r(4)] if kind == "all_reduce" else "add"
+        # Each replica scales x by its own factor (a replica-grouped
+        # variable), so the replicas reduce different values.
+        scales = [float(v) for v in self.rng.choice([0.5, 1.0, -1.0, 2.0, 0.25],
+                                                    size=self.replicas)]
+        n = int(np.prod(s, dtype=np.int64))
+        R = self.replicas
+        out = {"all_reduce": s, "all_gather": (R * s[0],) + tuple(s[1:]) if s else s,
+               "rs_ag": (-(-n // R) * R,)}[kind]
+        body.add("collective", [x], {"kind": kind, "op": op, "scales": scales}, [out])
+
     def n_call(self, body, top, depth):
         args = [self.pick(body)]
         if self.chance(0.5):
@@ -558,6 +638,7 @@ class Spec:
         self.dtype = np.dtype(dtype)
         self.inputs = inputs
         self.body = body
+        self.replicas = 1
 
     def n_ops(self):
         def count(b):
@@ -595,12 +676,18 @@ def draw(seed: int, index: int, attempt: int = 0) -> Spec:
     # differentiated; in-place ops on values it computes.
     epi = Body(len(top.outputs), [top.shapes[o] for o in top.outputs])
     g.inplace_ok = True
+    g.epi = epi
+    # Some graphs run on 2 replicas (every output checked on each): their
+    # epilogue may hold collectives.
+    g.replicas = spec.replicas = 2 if g.chance(0.2) else 1
+    if g.replicas > 1:
+        g.n_collective(epi, top, 1)
     if g.chance(0.6):
         for _ in range(1 + g.r(4)):
             g.node(epi, top, 1, allow_inplace=True)
             if g.chance(0.6):
                 g.n_inplace(epi, top, 1)
-    epi.outputs = sorted(_terminals(epi))[-3:]
+    epi.outputs = sorted(_terminals(epi))[-4:]
     spec.epilogue = epi
     # Half the graphs store the gradients; the others only apply them (an
     # SGD step), so that a gradient read by nothing but its update can be
@@ -816,6 +903,41 @@ class TorchBackend:
             return self.rnd(t.log(s))
         if op == "where":
             return t.where(a[0], a[1], a[2])
+        if op == "remote":
+            return a[0]  # stored, other entries written, loaded back
+        if op == "cond":
+            x = a[0]
+            if attrs["pred"] == "data":
+                total = x.sum()
+                self.kink(total)
+                taken = bool(total > 0)
+            else:
+                taken = attrs["pred"] == "true"
+            return [self._steps(x, attrs["then" if taken else "else"]), -x]
+        if op == "call_ref":
+            v = a[0]
+            for _ in range(attrs["count"]):
+                v = self._steps(v, attrs["steps"])
+            return v
+        if op == "collective":
+            ys = [self.rnd(a[0] * s) for s in attrs["scales"]]
+            kind, red = attrs["kind"], attrs["op"]
+            if kind == "all_gather":
+                return t.cat(ys, dim=0)
+            if kind == "rs_ag":
+                R = len(ys)
+                flat = [y.reshape(-1) for y in ys]
+                n = flat[0].numel()
+                pad = -(-n // R) * R - n
+                return self.rnd(sum(F.pad(f, (0, pad)) for f in flat))
+            if red in ("max", "min"):
+                f = t.maximum if red == "max" else t.minimum
+                out = ys[0]
+                for y in ys[1:]:
+                    out = f(out, y)
+                return out
+            total = sum(ys)
+            return self.rnd(total / len(ys) if red == "mean" else total)
         if op == "call":
             return self.run_body(attrs["body"], a)
         if op == "repeat":
@@ -826,6 +948,18 @@ class TorchBackend:
                 state = out + state[len(out):]
             return state[:len(sub.outputs)]
         raise AssertionError(f"torch backend: unknown op {op}")
+
+
+def _torch_steps(self, v, steps):
+    for op, c in steps:
+        if op == "call_ref":
+            v = self._steps(v, c)
+        else:
+            v = self.rnd({"add_": v + c, "sub_": v - c, "mul_": v * c}[op])
+    return v
+
+
+TorchBackend._steps = _torch_steps
 
 
 def torch_reference(spec: Spec, compute, round_to, check, seeds):
@@ -933,6 +1067,51 @@ class IpuxlBackend:
             return ops.log(ops.softmax(a[0], attrs["axis"]))
         if op == "where":
             return ops.where(a[0], a[1], a[2])
+        if op == "remote":
+            x = a[0]
+            rb = px.remote_buffer(tuple(x.shape), x.dtype, attrs["entries"])
+            off = px.constant(np.int32(attrs["entry"])) if attrs["dynamic"] else attrs["entry"]
+            ops.remote_store(rb, off, x)
+            if attrs["other"] is not None:  # another entry of the same buffer
+                ops.remote_store(rb, attrs["other"], ops.mul(x, 2.0))
+            if attrs["inplace"]:
+                return ops.remote_load_(rb, off, ops.init(tuple(x.shape), x.dtype))
+            return ops.remote_load(rb, off)
+        if op == "cond":
+            x = a[0]
+            ir = px.gcg().ir
+            branches = [self._steps_graph(ir, x, attrs[b], by_ref=False) for b in ("then", "else")]
+            if attrs["pred"] == "data":
+                pred = ops.greater(ops.sum(x), self.scalar(0.0))
+            else:
+                pred = px.constant(attrs["pred"] == "true")
+            y, = ops.conditional(pred, branches[0], branches[1], [x], [x])
+            # x itself is unchanged (a by-value input): read it again.
+            return [y, ops.negate(x)]
+        if op == "call_ref":
+            x = a[0]
+            g = self._steps_graph(px.gcg().ir, x, attrs["steps"], by_ref=True)
+            if attrs["repeat"]:
+                ops.repeat(g, attrs["count"], inputs_dict={g.inputs[0]: x})
+            else:
+                ops.call(g, x)
+            return x  # written in place through the reference
+        if op == "collective":
+            x = a[0]
+            ir = px.gcg().ir
+            R = len(attrs["scales"])
+            per = np.stack([np.full(tuple(x.shape), s, x.dtype.as_numpy())
+                            for s in attrs["scales"]])
+            with ir.main_graph:
+                scale = px.variable(per, x.dtype, replica_grouping=ir.replica_grouping(
+                    group_size=1))
+            y = ops.mul(x, scale)
+            if attrs["kind"] == "all_reduce":
+                return ops.collectives.replicated_all_reduce(y, attrs["op"])
+            if attrs["kind"] == "all_gather":
+                return ops.collectives.replicated_all_gather(y, axis=0)
+            shard = ops.collectives.replicated_reduce_scatter(y, "add")
+            return ops.reshape(ops.collectives.replicated_all_gather(shard), (-1,))
         if op in ("call", "repeat"):
             sub = attrs["body"]
             ir = px.gcg().ir
@@ -945,6 +1124,25 @@ class IpuxlBackend:
         raise AssertionError(f"ipuxl backend: unknown op {op}")
 
 
+def _steps_graph(self, ir, x, steps, by_ref: bool):
+    """A graph that applies ``steps`` in place to its one input (by
+    reference or by value) and, by value, returns it."""
+    px, ops = self.popxl, self.ops
+    g = ir.create_empty_graph("steps")
+    with g:
+        a = px.graph_input(tuple(x.shape), x.dtype, "a", by_ref=by_ref)
+        for op, c in steps:
+            if op == "call_ref":
+                ops.call(self._steps_graph(ir, a, c, by_ref=True), a)
+            else:
+                {"add_": ops.add_, "sub_": ops.sub_, "mul_": ops.mul_}[op](a, self.scalar(c))
+        if not by_ref:
+            px.graph_output(a)
+    return g
+
+
+IpuxlBackend._steps_graph = _steps_graph
+
 LR = 0.125  # a power of two: the step adds no rounding of its own
 
 
@@ -955,6 +1153,7 @@ def run_ipuxl(spec: Spec, seeds, mode: str, required=None):
 
     dt = popxl.float16 if spec.dtype == np.float16 else popxl.float32
     ir = popxl.Ir()
+    ir.replication_factor = getattr(spec, "replicas", 1)
     be = IpuxlBackend(popxl, ops, dt)
     with ir.main_graph:
         xs = [popxl.variable(a, dt, name=f"x{i}") for i, a in enumerate(spec.inputs)]
@@ -1013,7 +1212,9 @@ def run_ipuxl(spec: Spec, seeds, mode: str, required=None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    vals = [np.asarray(r[s]) for s in streams]
+    # One value per replica (every replica must give the reference's).
+    R = ir.replication_factor
+    vals = [[np.asarray(r[s])] if R == 1 else list(np.asarray(r[s])) for s in streams]
     return vals[:n_out], vals[n_out:], updated
 
 
@@ -1134,10 +1335,14 @@ def run_graph(seed: int, index: int, mode: str = "default") -> Dict[str, Any]:
     eps = float(np.finfo(spec.dtype).eps)
     fwd_mag, bwd_mag = ref[3]
     worst, where = 0.0, ""
-    items = [(f"output {k}", outs[k], ref[0][k], lo[0][k], fwd_mag) for k in range(len(outs))]
+    def rep(vals, r):
+        return f" (replica {r})" if len(vals) > 1 else ""
+
+    items = [(f"output {k}{rep(outs[k], r)}", v, ref[0][k], lo[0][k], fwd_mag)
+             for k in range(len(outs)) for r, v in enumerate(outs[k])]
     if spec.store_grads:
-        items += [(f"grad of x{k}", got, ref[1][k], lo[1][k], bwd_mag)
-                  for k, got in zip(required, grads)]
+        items += [(f"grad of x{k}{rep(got, r)}", v, ref[1][k], lo[1][k], bwd_mag)
+                  for k, got in zip(required, grads) for r, v in enumerate(got)]
     # The updated inputs: x - LR * grad (the estimate of the error is the
     # gradient's, scaled, plus the rounding of x itself).
     for k, got in zip(required, updated):

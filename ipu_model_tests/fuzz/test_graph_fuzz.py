@@ -50,7 +50,10 @@ def test_graphs_are_reproducible_and_varied():
         ops.update(line.split("= ")[1].split("(")[0] for line in
                    graph_fuzz.describe(spec).splitlines() if "= " in line)
     for op in ("matmul", "call", "repeat", "gather", "softmax", "where", "concat", "slice",
-               "transpose", "reshape", "relu_", "sum", "max"):
+               "transpose", "reshape", "relu_", "sum", "max",
+               # issue 42: Streaming Memory, control flow writing inputs,
+               # collectives over replicas holding different values
+               "remote", "cond", "call_ref", "collective"):
         assert op in ops, f"the generator never drew {op} in 120 graphs"
     assert dtypes == {"float16", "float32"}
 
@@ -61,9 +64,14 @@ def test_the_oracle_catches_a_wrong_result(monkeypatch):
 
     def wrong(spec, seeds, mode, required=None):
         outs, grads, updated = real(spec, seeds, mode, required)
-        # The first stored gradient, or else the first updated input.
-        which = [g.copy() for g in (grads if spec.store_grads else updated)]
-        g = which[0].reshape(-1)
+        # The first stored gradient (of the first replica), or else the
+        # first updated input.
+        if spec.store_grads:
+            which = [[v.copy() for v in g] for g in grads]
+            g = which[0][0].reshape(-1)
+        else:
+            which = [g.copy() for g in updated]
+            g = which[0].reshape(-1)
         g[0] = g[0] + g.dtype.type(0.05) * (1 + abs(g[0]))
         return (outs, which, updated) if spec.store_grads else (outs, grads, which)
 
@@ -111,3 +119,43 @@ def test_a_non_finite_estimate_does_not_hide_other_elements():
     worst = graph_fuzz._compare(np.array([1.0, 2.0, 9.0]), ref, np.array([np.nan, 2.0, 3.0]),
                                 2e-4)[0]
     assert worst > 1.0
+
+
+def _graphs_with(op, n=60, seed=SEED):
+    return [i for i in range(400) if f"= {op}(" in graph_fuzz.describe(
+        graph_fuzz.prepare(seed, i)[0])][:n]
+
+
+@pytest.mark.parametrize("op,break_it", [
+    # A by-reference write dropped (the class of issue 42's conditional bug).
+    ("call_ref", lambda: setattr(graph_fuzz.IpuxlBackend, "_steps_graph", _by_value_steps)),
+    # A remote load that reads another entry than was stored.
+    ("remote", lambda: setattr(graph_fuzz.IpuxlBackend, "op", _remote_wrong_entry)),
+])
+def test_the_oracle_catches_broken_side_effects(monkeypatch, op, break_it):
+    graphs = _graphs_with(op, 8)
+    assert graphs, f"no graph with {op}"
+    with monkeypatch.context():
+        break_it()
+        outcomes = [graph_fuzz.run_graph(SEED, i, "off")["outcome"] for i in graphs]
+    assert "mismatch" in outcomes, outcomes
+
+
+_real_steps_graph = graph_fuzz.IpuxlBackend._steps_graph
+_real_op = graph_fuzz.IpuxlBackend.op
+
+
+def _by_value_steps(self, ir, x, steps, by_ref):
+    return _real_steps_graph(self, ir, x, steps, False) if by_ref else \
+        _real_steps_graph(self, ir, x, steps, by_ref)
+
+
+def _remote_wrong_entry(self, op, a, attrs):
+    """Loads the other entry of the buffer (which holds 2 x)."""
+    if op == "remote" and attrs["other"] is not None:
+        x = a[0]
+        rb = self.popxl.remote_buffer(tuple(x.shape), x.dtype, attrs["entries"])
+        self.ops.remote_store(rb, attrs["entry"], x)
+        self.ops.remote_store(rb, attrs["other"], self.ops.mul(x, 2.0))
+        return self.ops.remote_load(rb, attrs["other"])
+    return _real_op(self, op, a, attrs)

@@ -359,14 +359,14 @@ LARGE_ALL_REDUCE = textwrap.dedent("""
                             cases.append((s, want.astype(npd),
                                           f"{{op}} {{dt.name}} {{n}} {{gname}} {{inplace}}"))
                             # Exchanges it makes: none when no group crosses
-                            # instances; two when split (split_all_reduce_bytes
-                            # and more per replica, every
-                            # group on every instance); else one.
+                            # instances; else the handshake and two when split
+                            # (split_all_reduce_bytes and more per replica,
+                            # every group on every instance), else one.
                             homes = [{{r // R for r in range(G) if a[r] == g}} for g in set(a)]
                             if any(len(h) > 1 for h in homes):
                                 split = all(len(h) == G // R for h in homes)
-                                calls += 2 if split and n * x.itemsize >= core.split_all_reduce_bytes \\
-                                    else 1
+                                calls += 1 + (2 if split and n * x.itemsize >= core.split_all_reduce_bytes
+                                              else 1)
     c = popdist.communicator()
     count = lambda: c.native.calls if c.native is not None else c.calls
     with popxl.Session(ir, "ipu_model") as sess:
@@ -462,8 +462,9 @@ def test_the_exchange_path_is_the_one_asked_for(tmp_path, exchange):
     r = _poprun(script, 2, 2, out, **exchange)
     assert r.returncode == 0, r.stdout + r.stderr
     mode = exchange["IPUXL_POPDIST_EXCHANGE"]
-    # two runs: 1 + 2 = 3, then 3 + 3 = 6
-    want = (0, 2) if mode == "native" else (2, 0)
+    # two runs: 1 + 2 = 3, then 3 + 3 = 6; each all-reduce is two exchanges
+    # (the handshake, then the data)
+    want = (0, 4) if mode == "native" else (4, 0)
     for i in (0, 1):
         line = Path(str(out).format(instance=i)).read_text()
         _, index, path, py_calls, c_calls, got = line.split(" ", 5)
@@ -626,7 +627,8 @@ def test_a_hung_instance_times_out_with_a_clear_error(tmp_path, exchange):
     assert r.returncode != 0, out
     assert elapsed < 50, f"took {elapsed:.0f} s: the peer's 60 s sleep was waited for"
     assert re.search(r"InstanceError: popdist: ReplicatedAllReduceInplace op "
-                     r"'replicated_all_reduce_inplace' between instances timed out after 3 s "
+                     r"'replicated_all_reduce_inplace' \(handshake\) between instances timed out "
+                     r"after 3 s "
                      r"\(instance 0 of 2 waiting\)", out), out
     assert "IPUXL_POPDIST_TIMEOUT" in out and "unreachable" not in out
 

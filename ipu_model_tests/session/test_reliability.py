@@ -34,10 +34,16 @@ def test_float32_beyond_float16_range_is_refused():
         np.testing.assert_array_equal(got, np.array([1.0, np.inf, 65504.0], np.float16))
 
 
-def test_int64_beyond_int32_range_is_refused():
+def test_int64_beyond_int32_range_wraps_as_in_popxl_with_one_warning():
+    """PopXL's downcast_inputs (64 to 32 bits) casts whatever the values
+    (issue 42, item 11): ipuxl does too, and warns once per stream."""
     ir, s, o = _io_program((2,), popxl.int32)
     with popxl.Session(ir, "ipu_model") as sess:
-        with pytest.raises(ValueError, match="stream x.*1099511627781.*wrap"):
+        with pytest.warns(RuntimeWarning, match="stream x.*1099511627781.*wrap"):
+            got = sess.run({s: np.array([2 ** 40 + 5, 1], np.int64)})[o]
+        np.testing.assert_array_equal(got, np.array([2 ** 40 + 5, 1]).astype(np.int32))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per stream
             sess.run({s: np.array([2 ** 40 + 5, 1], np.int64)})
         got = sess.run({s: np.array([-2 ** 31, 2 ** 31 - 1], np.int64)})[o]
         np.testing.assert_array_equal(got, [-2 ** 31, 2 ** 31 - 1])

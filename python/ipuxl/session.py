@@ -6,8 +6,10 @@ Host copies of variables follow PopXL's rules: ``weights_from_host`` when a
 context attaches, ``weights_to_host`` when it detaches, lazily on
 ``get_tensor_data`` when the device copy is newer.
 """
+import functools
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections import abc
@@ -34,6 +36,20 @@ def _sdk_importable() -> bool:
     return importlib.util.find_spec("popart") is not None
 
 
+def _exclusive(method):
+    """One thread at a time in this Session: the host-side bookkeeping
+    (which copy of the weights is current, whether a run failed) and the
+    engine calls of one entry point form one unit, so two threads sharing a
+    Session see the result of running their calls one after the other. The
+    lock is re-entrant (entry points call each other). The Engine takes its
+    own lock too, for callers that use it directly."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Session:
     """Compile ``ir`` for ``device_desc`` (``"cpu"``, ``"ipu_model"`` or
     ``"ipu_hw"``) and run it.
@@ -55,6 +71,16 @@ class Session:
     restore values from before a run, and leaving the context after an
     exception or with ``weights_to_host_on_exit=False`` leaves the device
     values on the host. Only one live Session per Ir shares host arrays.
+    After a run that failed part-way, the host values of shared variables
+    the program writes are half-updated: ``save_checkpoint`` refuses them
+    until known values are written.
+
+    Threads: one Session may be used from several threads; each call
+    (``run``, weights copies, tensor data, checkpoints) runs alone, so the
+    result is that of the calls one after another. Signals: a run on the
+    main thread checks for pending signals between program steps (every
+    50 ms): Ctrl-C raises ``KeyboardInterrupt`` and leaves the device state
+    undefined, as any run that fails part-way.
     """
 
     def __init__(self, ir: Ir, device_desc="cpu", weights_to_host_on_exit: bool = True,
@@ -88,6 +114,7 @@ class Session:
             raise RuntimeError(
                 f"The Ir {ir.id} has no graphs with ops: add ops to ir.main_graph before creating "
                 "a Session.")
+        self._lock = threading.RLock()
         self._ir = ir
         self._device = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
@@ -138,7 +165,14 @@ class Session:
         self._host_in_sync = True
         # Why the device state is undefined (a run failed part-way), or None.
         self._failed_run: Optional[str] = None
+        # Shared variables the program writes: after a failed run their host
+        # arrays (the device storage) hold a half-applied step, until known
+        # values are written (see _assert_host_values_defined).
+        self._shared_written = frozenset(
+            v for v in self._shared if self._engine.program_writes(self._prog.tensor_index[v]))
+        self._half_applied: FrozenSet[Variable] = frozenset()
         self._short_warned = set()
+        self._overflow_warned = set()  # streams whose downcast overflowed once
         self._op_count = ir._op_counter
         self._attach_stack: List[bool] = []
         # The Ir is frozen from here on: precompute what every run checks.
@@ -228,6 +262,7 @@ class Session:
             shared.add(v)
         return frozenset(shared)
 
+    @_exclusive
     def _unshare(self) -> None:
         """Gives every shared variable its own device storage again (with
         the current device values)."""
@@ -284,6 +319,7 @@ class Session:
         return self._profile
 
     # ---- context management
+    @_exclusive
     def __enter__(self) -> "Session":
         was = self._attached
         self._attach_stack.append(was)
@@ -292,6 +328,7 @@ class Session:
             self.weights_from_host()
         return self
 
+    @_exclusive
     def __exit__(self, exc_type, exc, tb):
         was = self._attach_stack.pop()
         if not was and self._attached:
@@ -300,7 +337,7 @@ class Session:
                     self.weights_to_host()
                 else:
                     warnings.warn(f"Session: weights were not copied to the host on detach: "
-                                  f"{self._failed_run}", RuntimeWarning, stacklevel=2)
+                                  f"{self._failed_run}", RuntimeWarning, stacklevel=3)
             self._attached = False
 
     def _assert_attached(self, what: str):
@@ -310,6 +347,7 @@ class Session:
                 "attach.")
 
     # ---- weights
+    @_exclusive
     def weights_from_host(self) -> None:
         """Copy the host values of all variables to the device."""
         self._assert_attached("weights_from_host")
@@ -324,7 +362,8 @@ class Session:
             self._shadow_remote.write(self._host)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
-        self._failed_run = None
+        if not self._half_applied:  # else the host values are no restore
+            self._failed_run = None
 
     @staticmethod
     def _groups_of(v: Variable, replicas: int) -> Optional[List[int]]:
@@ -385,6 +424,18 @@ class Session:
                 f"Session.{what}: the device values of the variables are undefined because "
                 f"{self._failed_run}. Call {restore} before continuing.")
 
+    def _assert_host_values_defined(self, what: str, variables: Iterable[Variable]) -> None:
+        """Refuses to treat as current the host values of shared variables
+        that a run which failed part-way left half-updated."""
+        bad = sorted(v.id for v in variables if v in self._half_applied)
+        if bad:
+            raise RuntimeError(
+                f"Session.{what}: the values of {', '.join(repr(b) for b in bad)} are those of "
+                f"a run that did not complete ({self._failed_run}); with share_host_weights "
+                "their host arrays are the device storage, so the last good values are lost. "
+                "Write known values (write_variables_data() or load_checkpoint()) first.")
+
+    @_exclusive
     def weights_to_host(self) -> None:
         """Copy the device values of all variables to the host."""
         self._assert_attached("weights_to_host")
@@ -405,6 +456,7 @@ class Session:
     def get_tensor_data(self, tensor: Tensor) -> np.ndarray:
         return self.get_tensors_data([tensor])[tensor]
 
+    @_exclusive
     def get_tensors_data(self, tensors: Iterable[Tensor]) -> Dict[Tensor, np.ndarray]:
         """Host values of variables and constants. Syncs from the device once,
         if attached and a variable was requested while the host copy is stale."""
@@ -446,6 +498,7 @@ class Session:
     def write_variable_data(self, tensor: Variable, data) -> None:
         self.write_variables_data({tensor: data})
 
+    @_exclusive
     def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
         """Set the host values of variables (exact dtype, shape ``shape_on_host``);
         one ``weights_from_host`` follows if attached."""
@@ -475,6 +528,7 @@ class Session:
             # (After a failed run they are undefined: the others keep the
             # values last copied to the host, as weights_from_host would.)
             self.weights_to_host()
+        self._half_applied = self._half_applied - set(staged)
         for v, data in staged.items():
             self._all_replicas.pop(v, None)
             if v in self._host:
@@ -485,6 +539,7 @@ class Session:
             self.weights_from_host()
 
     # ---- checkpoints
+    @_exclusive
     def save_checkpoint(self, path, tensors=None) -> None:
         """Save the variables (weights and optimizer state; all of them, or
         ``tensors``) to ``path`` atomically: see :mod:`ipuxl.checkpoint`."""
@@ -492,6 +547,7 @@ class Session:
 
         save_checkpoint(self, path, tensors)
 
+    @_exclusive
     def load_checkpoint(self, path, tensors=None, strict: bool = True) -> None:
         """Set the variables from a checkpoint, after checking every name,
         shape and dtype: see :mod:`ipuxl.checkpoint`."""
@@ -528,6 +584,7 @@ class Session:
         self.run_with_outputs(inputs, outputs, downcast_inputs)
         return outputs
 
+    @_exclusive
     def run_with_outputs(self, inputs: Optional[Mapping[HostToDeviceStream, np.ndarray]] = None,
                          outputs: Optional[Mapping[DeviceToHostStream, np.ndarray]] = None,
                          downcast_inputs: bool = True) -> None:
@@ -581,6 +638,7 @@ class Session:
             if not self._engine.state_defined:
                 self._failed_run = (f"an earlier run failed part-way ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0] if str(e) else ''})")
+                self._half_applied = self._shared_written
             raise
         for s in self._d2h:
             idx = io[s][0]
@@ -589,7 +647,7 @@ class Session:
                 warnings.warn(
                     f"Session.run: stream {s.tensor_id!r} was stored {used[idx]} of "
                     f"num_host_transfers={n} times in this run; its other transfers are zeros "
-                    "(PopXL leaves them undefined)", RuntimeWarning, stacklevel=2)
+                    "(PopXL leaves them undefined)", RuntimeWarning, stacklevel=3)
 
     # ---- checking the host passes
     def _check_against_shadow(self, bound: List[Optional[np.ndarray]], n: int) -> None:
@@ -670,7 +728,9 @@ class Session:
             src = dtypes.dtype.as_dtype(a.dtype) if a.dtype.fields is None and \
                 a.dtype.kind in "biuf" else None
             if downcast and src is not None and dtypes._downcast(src) is s.dtype:
-                a = self._downcast_checked(s, a, want_dt)
+                # PopXL's own downcast (64 to 32 bits) casts whatever the
+                # values: warn once per stream where they do not fit.
+                a = self._downcast_checked(s, a, want_dt, warn=s not in self._overflow_warned)
             elif src is not None and src.is_int == s.dtype.is_int and \
                     src.is_floating_point == s.dtype.is_floating_point and downcast and \
                     src.itemsize > s.dtype.itemsize and src.is_signed == s.dtype.is_signed:
@@ -704,24 +764,35 @@ class Session:
                        else "; dimension 0 is the replica dimension" if r > 1 else "") + ").")
         return np.ascontiguousarray(a)
 
-    @staticmethod
-    def _downcast_checked(s, a: np.ndarray, want: np.dtype) -> np.ndarray:
+    def _downcast_checked(self, s, a: np.ndarray, want: np.dtype,
+                          warn: Optional[bool] = None) -> np.ndarray:
         """``a`` cast to the stream's narrower dtype, refusing values it
-        cannot hold (they would become inf, or wrap around)."""
-        if a.size:
+        cannot hold (they would become inf, or wrap around); with ``warn``
+        set (PopXL's 64-to-32-bit downcast, which never refuses) a warning
+        instead, once per stream (``warn=False``: converted silently)."""
+        if a.size and warn is not False:
             if want.kind == "f":
                 finite = a[np.isfinite(a)]
                 bad = finite[np.abs(finite) > np.finfo(want).max]
             else:
                 info = np.iinfo(want)
                 bad = a[(a < info.min) | (a > info.max)]
-            if bad.size:
+            if bad.size and warn is None:
                 raise ValueError(
                     f"Input for stream {s.tensor_id}: {bad.size} value(s) of the {a.dtype} data, "
                     f"such as {bad.flat[0].item()!r}, are outside the range of the stream's dtype "
                     f"{want} ({'they would become inf' if want.kind == 'f' else 'they would wrap'}"
                     "). Scale the data, or give the stream a wider dtype.")
-        return a.astype(want)
+            if bad.size and warn:
+                self._overflow_warned.add(s)
+                warnings.warn(
+                    f"Input for stream {s.tensor_id}: {bad.size} value(s) of the {a.dtype} data, "
+                    f"such as {bad.flat[0].item()!r}, are outside the range of the stream's dtype "
+                    f"{want} ({'they become inf' if want.kind == 'f' else 'they wrap'}, as in "
+                    "PopXL's downcast_inputs); warned once per stream.", RuntimeWarning,
+                    stacklevel=6)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused or warned above
+            return a.astype(want)
 
     def _prepare_output(self, s, arr, n: int) -> np.ndarray:
         full = self._full_shape(s.shape)

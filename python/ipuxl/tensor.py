@@ -1,6 +1,7 @@
 """Tensors, mirroring ``popxl.tensor``: ``Tensor``, ``Variable``, ``Constant``,
 ``TensorSpec``, ``TensorByRef`` and the creation functions ``variable``,
 ``constant``, ``graph_input`` and ``graph_output``."""
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Union
 
@@ -521,12 +522,14 @@ class Constant(Tensor):
 TensorLike = Union[Tensor, HostScalarTensor, Iterable]
 
 
-def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = False) -> None:
+def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = False,
+                warn: bool = False) -> None:
     """Refuses host data that ``want`` cannot hold: finite values that would
     become inf (unless ``allow_inf``: an operand such as ``-1e9`` of a float16
     mask saturates, as in PopXL), integers that would wrap, NaN/inf or
-    out-of-range floats cast to an integer dtype (as Session.run refuses such
-    feeds)."""
+    out-of-range floats cast to an integer dtype. With ``warn`` (variables
+    and constants, which PopXL converts with NumPy's casts whatever the
+    values) one RuntimeWarning naming ``what`` replaces the error."""
     if arr.size == 0 or arr.dtype.kind not in "iuf" or want.kind not in "iuf" or \
             np.can_cast(arr.dtype, want) or (allow_inf and want.kind == "f"):
         return
@@ -547,9 +550,14 @@ def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = Fa
             bad = arr[(arr < info.min) | (arr > info.max)]
         why = "they would wrap" if arr.dtype.kind != "f" else "an integer dtype cannot hold them"
     if bad.size:
-        raise ValueError(f"{what}: {bad.size} value(s) of the {arr.dtype} data, such as "
-                         f"{bad.flat[0].item()!r}, are outside the range of {want} ({why}). "
-                         "Scale the data, or use a wider dtype.")
+        msg = (f"{what}: {bad.size} value(s) of the {arr.dtype} data, such as "
+               f"{bad.flat[0].item()!r}, are outside the range of {want} ({why})")
+        if warn:
+            warnings.warn(msg + "; converted as PopXL does. Scale the data, or use a wider "
+                          "dtype (downcast=False keeps 64-bit data).", RuntimeWarning,
+                          stacklevel=4)
+            return
+        raise ValueError(msg + ". Scale the data, or use a wider dtype.")
 
 
 def _host_asarray(data, what: str, dtype=None) -> np.ndarray:
@@ -579,10 +587,11 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
         if not isinstance(data, np.ndarray) or data.dtype.kind in "iuf":
             src = data if isinstance(data, np.ndarray) else _host_asarray(data, what)
             if src.dtype.kind in "iuf":
-                _check_fits(src, dt.as_numpy(), what)
+                _check_fits(src, dt.as_numpy(), what, warn=True)
                 data = src
         try:
-            return aligned_copy(data, dt.as_numpy()), dt
+            with np.errstate(over="ignore", invalid="ignore"):  # _check_fits warned
+                return aligned_copy(data, dt.as_numpy()), dt
         except (TypeError, ValueError, OverflowError) as e:
             raise type(e)(f"{what}: cannot convert the data to {dt.name}: {e}") from None
     arr = data if isinstance(data, np.memmap) else _host_asarray(data, what)
@@ -595,8 +604,9 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
     if downcast:
         dt2 = dtypes._downcast(dt)
         if dt2 is not dt:
-            _check_fits(arr, dt2.as_numpy(), what)
-            return aligned_copy(arr, dt2.as_numpy()), dt2
+            _check_fits(arr, dt2.as_numpy(), what, warn=True)
+            with np.errstate(over="ignore", invalid="ignore"):  # _check_fits warned
+                return aligned_copy(arr, dt2.as_numpy()), dt2
     if not isinstance(arr, np.memmap):
         arr = aligned_copy(arr)  # the Ir's own copy, which a Session may share
     return arr, dt

@@ -108,6 +108,15 @@ def conditional_with_info(cond: Tensor, then_branch: Graph, else_branch: Graph,
             f"{cond.dtype.name}; compare it explicitly (ops.greater, ops.equal) or cast it")
     t_par = bind_inputs("conditional", then_branch, then_inputs or [], then_inputs_dict, check_inputs)
     e_par = bind_inputs("conditional", else_branch, else_inputs or [], else_inputs_dict, check_inputs)
+    # As PopXL (whose If op has no modified inputs, T66328): a branch input
+    # passed by reference is refused rather than run with its writes dropped.
+    # Checked before the op exists, so the graph is left as it was.
+    for branch, which in ((then_branch, "then_branch"), (else_branch, "else_branch")):
+        for t in branch.inputs:
+            if t in branch._by_ref_inputs:
+                raise NotImplementedError(
+                    "TensorByRef is not implemented for the conditional op. You cannot call "
+                    f"this input to the {which} graph by ref: {t}")
     if len(then_branch.outputs) != len(else_branch.outputs):
         raise popart_exception(
             f"conditional: then branch {then_branch.name!r} has {len(then_branch.outputs)} "

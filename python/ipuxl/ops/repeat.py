@@ -18,6 +18,8 @@ from .rules import called_graph_outputs
 
 __all__ = ["repeat", "repeat_with_info"]
 
+_MAX_REPEAT_COUNT = 2 ** 63 - 1
+
 
 def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Union[Tensor, List[Tensor]],
                      inputs_dict: Optional[Mapping[Tensor, Tensor]] = None,
@@ -27,6 +29,11 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Union[Tensor, Lis
         raise TypeError(f"repeat: repeat_count must be an int, got {repeat_count!r}")
     if repeat_count < 0:
         raise ValueError(f"repeat: repeat_count must be >= 0, got {repeat_count}")
+    if repeat_count > _MAX_REPEAT_COUNT:
+        # PopART's trip count is an int64: PopXL's setTripCountValue raises
+        # a TypeError here, when the op is built.
+        raise TypeError(f"repeat: repeat_count {repeat_count} does not fit the loop's int64 "
+                        f"trip count (at most 2**63 - 1 = {_MAX_REPEAT_COUNT})")
     if not isinstance(graph, Graph):
         raise TypeError(f"repeat: expected a Graph, got {type(graph).__name__}")
     if len(graph.outputs) > len(graph.inputs):
