@@ -615,7 +615,15 @@ def _exception_facts(excinfo):
                 where = f"{rel}:{entry.lineno + 1} ({entry.name})"
     except Exception:
         pass
-    return etype, msg[:2000], where
+    return etype, _head_and_tail(msg), where
+
+
+def _head_and_tail(msg, head=1000, tail=3000):
+    """A long message cut to its start and its end: a failed script's
+    output (popxl_apps.py's execution tests) ends with its traceback."""
+    if len(msg) <= head + tail:
+        return msg
+    return msg[:head] + "\n[...]\n" + msg[-tail:]
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -873,7 +881,7 @@ def run_file(suite, test_file, selected, serial, args, workdir, site_dir):
         r.setdefault("func", funcs.get(n, n.split("::", 1)[-1].split("[")[0]))
     if not collected and collect_error is None and selected:
         collect_error = {"exc_type": "NotCollected",
-                         "message": f"nothing collected (rc={rc}): {tail[-500:]}"}
+                         "message": f"nothing collected (rc={rc}): {tail[-1500:]}"}
     return results, collect_error
 
 

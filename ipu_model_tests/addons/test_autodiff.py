@@ -112,6 +112,43 @@ def test_cross_entropy_matches_torch(ignore_index, scale):
     np.testing.assert_allclose(r[outs["dx"]], g.numpy() * scale, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_grad_takes_n_by_1_targets(reduction):
+    # popxl-addons passes the targets to nll_loss_with_softmax_grad, whose
+    # PopART op takes one label per row in any shape: BERT's (n, 1) labels.
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, 5)).astype(np.float32)
+    labels = np.array([[0], [2], [4], [2], [1], [3]], np.int32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(logits)
+        t = popxl.variable(labels)
+        loss, dx = addons.ops.cross_entropy_with_grad(x, t, loss_scaling=4.0, ignore_index=2,
+                                                      reduction=reduction)
+        outs = {}
+        for k, v in (("loss", loss), ("dx", dx)):
+            s = popxl.d2h_stream(v.shape, v.dtype, k)
+            ops.host_store(s, v)
+            outs[k] = s
+        with pytest.raises(ValueError, match="one label per row"):
+            addons.ops.cross_entropy_with_grad(x, popxl.variable(np.zeros((5, 1), np.int32)))
+        with pytest.raises(ValueError, match=r"must have shape logits.shape\[:-1\]"):
+            addons.ops.cross_entropy(x, t)   # nll_loss checks the label shape, as PopART
+    with popxl.Session(ir, "ipu_model") as sess:
+        r = sess.run()
+    tl = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    tloss = torch.nn.functional.cross_entropy(
+        tl, torch.tensor(labels.reshape(-1), dtype=torch.long), ignore_index=2,
+        reduction=reduction)
+    g, = torch.autograd.grad(tloss.sum(), tl)
+    want = tloss.detach().numpy()
+    if reduction == "none":
+        want = want.reshape(6, 1)
+    assert r[outs["loss"]].shape == np.shape(want)
+    np.testing.assert_allclose(r[outs["loss"]], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r[outs["dx"]], g.numpy() * 4.0, rtol=1e-5, atol=1e-6)
+
+
 class HandGrad(addons.Module):
     """y = x * w with a hand-written gradient (build_grad)."""
 

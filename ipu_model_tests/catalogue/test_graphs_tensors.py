@@ -43,7 +43,7 @@ CASES = [
     ("ir_host_transfers_str", lambda T: setattr(T.ir, "num_host_transfers", "2"), ValueError, r"num_host_transfers must be a positive int, got '2'"),
     ("ipu_negative", lambda T: popxl.ipu(-1).__enter__(), ValueError, r"ipu must be a non-negative int, got -1"),
     # ---- using tensors
-    ("tensor_truth_value", lambda T: bool(T.f), TypeError, r"truth value of tensor 'f' is not known"),
+    ("tensor_truth_value_scalar", lambda T: bool(T.s), ValueError, r"len\(\) of a scalar tensor 's'"),
     ("tensor_len_scalar", lambda T: len(T.s), ValueError, r"len\(\) of a scalar tensor 's'"),
     ("tensor_not_iterable", lambda T: list(T.f), TypeError, r"'Variable' object is not iterable"),
     ("tensor_index_out_of_bounds", lambda T: T.f[5], IndexError, r"index 5 is out of bounds for axis 0 of tensor 'f' with size 2"),

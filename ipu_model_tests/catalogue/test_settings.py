@@ -66,8 +66,8 @@ def test_bad_session_options_are_refused(value, exc, match):
         opts.numIOTiles = value
 
 
-@pytest.mark.parametrize("name", ["enableStochasticRounding", "foo"])
+@pytest.mark.parametrize("name", ["enableOutlining", "foo"])
 def test_unknown_session_options_say_what_is_offered(name):
     opts = popxl.Ir()._pb_ir.getSessionOptions()
-    with pytest.raises(AttributeError, match=f"offers only 'numIOTiles', not '{name}'"):
+    with pytest.raises(AttributeError, match=f"offers only 'numIOTiles', .*not '{name}'"):
         setattr(opts, name, True)

@@ -124,6 +124,28 @@ def test_nll_loss_with_softmax_grad_matches_torch(shape, reduction, ignore_index
         np.testing.assert_allclose(dx, want_dx, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("probs_shape,labels_shape", [((5, 7), (5, 1)), ((2, 3, 4), (6,)),
+                                                      ((6, 4), (2, 3))])
+def test_nll_loss_with_softmax_grad_takes_one_label_per_row_in_any_shape(
+        probs_shape, labels_shape, reduction):
+    # PopART's NlllWithSoftmaxGradDirectOp checks no label shape (its Opx
+    # flattens labels): (n, 1) labels for (n, C) probs, as BERT passes them.
+    logits, probs, labels = _inputs(probs_shape, 4, None)
+    labels = labels.reshape(labels_shape)
+    loss, dx = run_fn(lambda p, l: ops.nll_loss_with_softmax_grad(
+        p, l, loss_grad=1, reduction=reduction), probs, labels)
+    rows = labels.reshape(probs_shape[:-1])
+    _, want_dx = _torch_ce_and_grad(logits, rows, reduction, None,
+                                    np.ones(rows.shape if reduction == "none" else ()))
+    want_loss = _torch_nll(np.log(probs.astype(np.float64) + 1e-7), rows, reduction, None)
+    if reduction == "none":
+        want_loss = np.reshape(want_loss, labels_shape)
+    assert loss.shape == np.shape(want_loss) and dx.shape == probs.shape
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-5, atol=1e-6)
+
+
 def test_softmax_then_nll_grad_like_the_mnist_tutorial():
     logits, _, labels = _inputs((8, 10), 10)
     loss, dx = run_fn(lambda x, l: ops.nll_loss_with_softmax_grad(ops.softmax(x, 1), l, 2.5),
@@ -174,7 +196,7 @@ def _build(fn, shapes=((4, 3), (4,)), dtypes=(popxl.float32, popxl.int32)):
 def test_bad_inputs():
     with pytest.raises(ValueError, match="label tensor .* must have shape \\(4,\\)"):
         _build(lambda p, l: ops.nll_loss(p, l), shapes=((4, 3), (3,)))
-    with pytest.raises(ValueError, match="must have shape \\(2, 3\\)"):
+    with pytest.raises(ValueError, match="must have 6 elements, one per row"):
         _build(lambda p, l: ops.nll_loss_with_softmax_grad(p, l), shapes=((2, 3, 4), (2, 4)))
     with pytest.raises(ValueError, match="Not a valid reduction: 'avg'"):
         _build(lambda p, l: ops.nll_loss(p, l, reduction="avg"))

@@ -346,3 +346,19 @@ def test_replica_sharded_buffer_checks_the_group():
         b = popxl.replica_sharded_buffer((2, 9), popxl.float32, ir.replica_grouping(group_size=2),
                                          entries=3)
         assert b.tensor_shape == (5,) and b.meta_shape == (9,) and b.entries == 3
+
+
+def test_scalar_remote_variable_per_group_reads_back():
+    """A scalar remote variable with one value per group (a per-group step
+    counter, as Graphcore's GPT-3 keeps): each group's value is a 0-d entry
+    of the host array, written back in place."""
+    ir = popxl.Ir(replication=4)
+    g2 = ir.replica_grouping(group_size=2)
+    steps = np.array([3, 5], np.int32)
+    with ir.main_graph:
+        rb = popxl.remote_buffer((), popxl.int32, 1)
+        v = popxl.remote_variable(steps, rb, 0, replica_grouping=g2, name="step")
+        ops.remote_store(rb, 0, ops.remote_load(rb, 0) + 1)
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run()
+    np.testing.assert_array_equal(session.get_tensor_data(v), steps + 1)

@@ -113,7 +113,8 @@ class RemoteVariables:
             data = host[p.var]
             per_group = len(p.groups) > 1
             for g, members in enumerate(p.groups):
-                dst = data[g] if per_group else data
+                # data[g, ...]: a view even when each group's value is a scalar
+                dst = data[g, ...] if per_group else data
                 if p.num_shards:
                     rows = np.empty((p.num_shards,) + p.var._remote[0].tensor_shape,
                                     p.var.dtype.as_numpy())

@@ -1,6 +1,11 @@
 """Run unmodified PopXL programs: make ``import popxl`` (and ``popxl.ops``,
 ``popxl.ops.call``, ``popxl_addons``, ``popdist`` ...) resolve to ipuxl.
 
+``import popart`` resolves to :mod:`ipuxl.popart_api`, the few parts of
+PopART's Python module that PopXL programs use and that have a meaning here;
+it is a module, not a package, so PopART's submodules (``popart._internal.ir``,
+PopXL's C++ IR) are not importable (``ModuleNotFoundError``).
+
 The alias finder goes first in ``sys.meta_path`` (so submodules such as
 ``popxl.ops.call`` resolve to the already-imported ipuxl modules), but it
 asks the other finders about the top-level name first: a real ``popxl`` or
@@ -13,7 +18,8 @@ import sys
 
 __all__ = ["install", "uninstall", "ALIASES"]
 
-ALIASES = {"popxl": "ipuxl", "popxl_addons": "ipuxl.addons", "popdist": "ipuxl.popdist"}
+ALIASES = {"popxl": "ipuxl", "popxl_addons": "ipuxl.addons", "popdist": "ipuxl.popdist",
+           "popart": "ipuxl.popart_api"}
 
 
 def _mirror_submodules(alias: str, real: str) -> None:

@@ -119,8 +119,9 @@ class Ir:
 
     @property
     def _pb_ir(self):
-        """``ir._pb_ir.getSessionOptions().numIOTiles = n``, the one PopART
-        path PopXL programs use (see :mod:`ipuxl.session_options`)."""
+        """``ir._pb_ir.getSessionOptions()``, the one PopART path PopXL
+        programs use (``numIOTiles`` and the options of
+        :mod:`ipuxl.session_options`)."""
         from .session_options import IrHandle
 
         return IrHandle(self)

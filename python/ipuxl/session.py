@@ -119,6 +119,9 @@ class Session:
         self._device = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
         ir._prepared = True
+        from .session_options import warn_unmodelled_options
+
+        warn_unmodelled_options(ir)
         self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
         # Under popdist with several instances: collectives between them go
@@ -276,8 +279,12 @@ class Session:
         return self._ir
 
     @property
-    def device(self) -> str:
-        return self._device
+    def device(self) -> "DeviceInfo":
+        """The device (a :class:`ipuxl.device_info.DeviceInfo`, PopXL's
+        ``popart.DeviceInfo``)."""
+        from .device_info import DeviceInfo
+
+        return DeviceInfo(self)
 
     @property
     def is_attached(self) -> bool:

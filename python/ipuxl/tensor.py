@@ -457,10 +457,10 @@ class Tensor:
     __contains__ = None
     __array_ufunc__ = None
 
-    def __bool__(self):
-        raise TypeError(
-            f"The truth value of tensor {self.id!r} is not known while the graph is built; "
-            "use ops.conditional for data-dependent control flow.")
+    # No __bool__, as PopXL's Tensor: its truth value is ``len(t) != 0``
+    # (``if not word_embedding:`` in Graphcore's GPT-3 tests a tensor for
+    # presence), and a scalar's ``len()`` raises ValueError. It is never
+    # the tensor's data, which is not known while the graph is built.
 
     def __hash__(self):
         # Equal tensors have equal ids; tensors of different graphs that share

@@ -5,7 +5,8 @@ from ..replica_grouping import ReplicaGrouping
 from .dot_tree import DotTree
 
 __all__ = ["NamedReplicaGrouping", "fill_none_group", "get_instance_replica_grouping",
-           "is_cross_instance"]
+           "is_cross_instance", "get_ild_size_from_popdist", "is_cross_ild",
+           "get_ild_replica_grouping"]
 
 
 def fill_none_group(rg: Optional[ReplicaGrouping], none_value: ReplicaGrouping) -> ReplicaGrouping:
@@ -43,4 +44,81 @@ def get_instance_replica_grouping(replica_grouping: Optional[ReplicaGrouping] = 
     if is_cross_instance(rg):
         return ir.replica_grouping(stride=rg.stride,
                                    group_size=ir.instance_replication_factor // rg.stride)
+    return rg
+
+
+# -- IPU Link Domains ---------------------------------------------------------
+# An IPU Link Domain (ILD) is the set of IPUs joined by IPU-Links (64 on a
+# POD64); collectives within one are cheaper than across. popxl-addons reads
+# its size from Poplar's target options, as ``poprun`` sets them.
+
+_warned_assumed_ild_size = False
+
+
+def _poplar_target_options() -> dict:
+    """``POPLAR_TARGET_OPTIONS`` (a JSON object; ``{}`` when unset). The one
+    environment read of this module: poprun sets ``ipuLinkDomainSize`` there."""
+    import json
+    import os
+
+    text = os.environ.get("POPLAR_TARGET_OPTIONS", "").strip()
+    if not text:
+        return {}
+    try:
+        opts = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"POPLAR_TARGET_OPTIONS is not valid JSON: {e}") from None
+    if not isinstance(opts, dict):
+        raise ValueError("POPLAR_TARGET_OPTIONS must be a JSON object")
+    return opts
+
+
+def get_ild_size_from_popdist() -> int:
+    """The IPU Link Domain size: ``ipuLinkDomainSize`` of
+    ``POPLAR_TARGET_OPTIONS``, else the replication factor of the current Ir
+    capped at 64 (warning once when popdist is in use, as popxl-addons)."""
+    global _warned_assumed_ild_size
+    from ..context import gcg
+
+    size = _poplar_target_options().get("ipuLinkDomainSize")
+    if size is not None:
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            raise ValueError(f"POPLAR_TARGET_OPTIONS: ipuLinkDomainSize must be an integer, got "
+                             f"{size!r}") from None
+        if size < 1:
+            raise ValueError(f"POPLAR_TARGET_OPTIONS: ipuLinkDomainSize must be positive, got {size}")
+        return size
+    size = min(gcg().ir.replication_factor, 64)
+    from .. import popdist
+
+    if not _warned_assumed_ild_size and popdist.isPopdistEnvSet():
+        import logging
+
+        _warned_assumed_ild_size = True
+        logging.warning(f"Could not read IPU link domain size from enviroment. Assuming {size}.")
+    return size
+
+
+def is_cross_ild(replica_grouping: ReplicaGrouping) -> bool:
+    """Whether the grouping's groups span more replicas than one IPU Link Domain."""
+    return replica_grouping.group_size * replica_grouping.stride > get_ild_size_from_popdist()
+
+
+def get_ild_replica_grouping(replica_grouping: Optional[ReplicaGrouping] = None) -> ReplicaGrouping:
+    """The grouping restricted to one IPU Link Domain: the same stride, and
+    only the replicas of an ILD in each group (``group_size = ild_size //
+    stride``) when its groups span more; otherwise the grouping itself.
+    ``None`` means all replicas of the current Ir."""
+    from ..context import gcg
+
+    ir = gcg().ir
+    rg = replica_grouping or ir.replica_grouping()
+    ild_size = get_ild_size_from_popdist()
+    if rg.stride > ild_size:
+        raise ValueError(f"replica grouping stride must be < IPU Link Domain size ({ild_size}), "
+                         f"got stride {rg.stride}")
+    if is_cross_ild(rg):
+        return ir.replica_grouping(stride=rg.stride, group_size=ild_size // rg.stride)
     return rg

@@ -1,5 +1,5 @@
 """Small helpers of ``popxl_addons.utils``: an ``OrderedDict`` with a
-multi-line repr and ``idx``, ``WeightsDict`` (validated variable → array
+multi-line repr and ``idx`` (value by position), ``WeightsDict`` (validated variable → array
 mapping), ``timer``, ``null_context``, ``suffix_graph_name``, ``overrides``
 and ``duplicate_items``."""
 import collections
@@ -16,14 +16,17 @@ __all__ = ["OrderedDict", "WeightsDict", "timer", "null_context", "suffix_graph_
 
 
 class OrderedDict(collections.OrderedDict):
-    """``collections.OrderedDict`` with ``idx(key)`` and a one-item-per-line repr."""
+    """``collections.OrderedDict`` with ``idx(i)`` and a one-item-per-line repr."""
 
-    def idx(self, key) -> int:
-        """Position of ``key`` in insertion order (ValueError if absent)."""
-        for i, k in enumerate(self.keys()):
-            if k == key:
-                return i
-        raise ValueError(f"{key!r} is not a key of this OrderedDict")
+    def idx(self, idx: int):
+        """The value at position ``idx`` in insertion order (as popxl-addons;
+        negative positions count from the end, IndexError beyond)."""
+        values = list(self.values())
+        try:
+            return values[idx]
+        except IndexError:
+            raise IndexError(f"OrderedDict.idx: position {idx} is out of range for "
+                             f"{len(values)} items") from None
 
     def __repr__(self) -> str:
         body = "".join(f"{k}: {v!r},\n" for k, v in self.items())

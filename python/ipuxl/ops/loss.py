@@ -36,13 +36,21 @@ _PROB_DTYPES = (dtypes.float16, dtypes.float32)
 _LABEL_DTYPES = (dtypes.int32, dtypes.uint32)
 
 
-def _check_common(name: str, probs: Tensor, labels: Tensor, ignore_index, reduction) -> dict:
+def _check_common(name: str, probs: Tensor, labels: Tensor, ignore_index, reduction,
+                  any_label_shape: bool = False) -> dict:
     check_dtype_in(name, probs, _PROB_DTYPES, "probs must have")
     check_dtype_in(name, labels, _LABEL_DTYPES, "labels must have")
     if probs.rank == 0:
         raise ValueError(f"{name}: probs {probs.id!r} must have rank >= 1 (classes on the last "
                          "axis)")
-    if labels.shape != probs.shape[:-1]:
+    if any_label_shape:
+        n = int(np.prod(probs.shape[:-1], dtype=np.int64))
+        if labels.nelms != n:
+            raise ValueError(
+                f"{name}: the label tensor {labels.id!r} {labels.shape} must have {n} "
+                f"elements, one per row of the probabilities tensor {probs.id!r} "
+                f"{probs.shape} (classes on the last axis)")
+    elif labels.shape != probs.shape[:-1]:
         raise ValueError(
             f"{name}: the label tensor {labels.id!r} {labels.shape} must have shape "
             f"{probs.shape[:-1]} to match all but the final dimension of the probabilities "
@@ -94,6 +102,11 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
     give zero rows. Returns ``(loss, dx)``; ``dx`` has the shape and dtype
     of ``probs``.
 
+    ``labels`` may have any shape with one label per row of ``probs``
+    (``prod(probs.shape[:-1])`` elements, e.g. ``(n, 1)`` for ``(n, C)``
+    probs): PopART's op checks no label shape and flattens both. A
+    ``'none'``-reduced loss has the labels' shape.
+
     Note: for probs of rank > 2 without ``ignore_index``, PopART divides
     ``dx`` by ``probs.shape[0]`` rather than by the number of samples; ipuxl
     divides by the number of samples, so ``dx`` is the gradient of ``loss``.
@@ -105,7 +118,7 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
         loss_grad = to_tensor(loss_grad, dtype=dtypes.float32, op=name)
     check_in_graph(name, probs=probs, labels=labels, loss_grad=loss_grad)
     same_tile_set(name, probs, labels, loss_grad)
-    attrs = _check_common(name, probs, labels, ignore_index, reduction)
+    attrs = _check_common(name, probs, labels, ignore_index, reduction, any_label_shape=True)
     if loss_grad.dtype not in (dtypes.float32, probs.dtype):
         raise TypeError(f"{name}: loss_grad {loss_grad.id!r} has dtype {loss_grad.dtype.name}; "
                         f"expected float32 or the probs dtype {probs.dtype.name}")
@@ -114,9 +127,24 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
             f"{name}: loss_grad {loss_grad.id!r} has shape {loss_grad.shape}; expected a single "
             "element" + (f" or the labels shape {labels.shape}" if reduction == "none" else "")
             + f" (reduction={reduction!r})")
+    labels_shape = labels.shape
+    if labels_shape != probs.shape[:-1]:
+        # One label per row of probs, in any shape (PopART's Opx flattens
+        # both): the op sees them as probs.shape[:-1]; a per-sample loss
+        # (and its incoming gradient) keeps the labels' shape.
+        from .shape import reshape
+
+        labels = reshape(labels, probs.shape[:-1])
+        if loss_grad.shape == labels_shape and loss_grad.nelms != 1:
+            loss_grad = reshape(loss_grad, probs.shape[:-1])
     op = create_op("NlllWithSoftmaxGradDirect", [probs, labels, loss_grad], ["loss", "dx"], attrs,
                    name=name)
-    return op.outputs[0], op.outputs[1]
+    loss, dx = op.outputs
+    if reduction == "none" and loss.shape != labels_shape:
+        from .shape import reshape
+
+        loss = reshape(loss, labels_shape)
+    return loss, dx
 
 
 def _loss_spec(ins, attrs):
