@@ -3,6 +3,10 @@
 // program runs over. A virtual graph (createVirtualGraph) shares its parent's
 // objects and sees a window of its tiles.
 #pragma once
+// The SDK's headers bring these in, and programs (the MNIST example) rely on it.
+#include <cassert>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <sstream>

@@ -247,7 +247,23 @@ void sayNoHardware() {
 }
 } // namespace
 
-std::vector<Device> DeviceManager::getDevices(TargetType type, unsigned, const OptionFlags &) const {
+namespace {
+/// IPUXL_POPLAR_DEVICES=model: hardware requests get IPUModel devices (so
+/// hardware-only programs such as the prefetch example run on the model).
+bool modelAsHardware() { return ipuxl_detail::readEnvironment("IPUXL_POPLAR_DEVICES") == "model"; }
+} // namespace
+
+std::vector<Device> DeviceManager::getDevices(TargetType type, unsigned n, const OptionFlags &) const {
+  if (type == TargetType::IPU && modelAsHardware()) {
+    static bool said = false;
+    if (!said) std::cerr << "ipuxl: IPUXL_POPLAR_DEVICES=model: IPU requests get IPU model devices\n";
+    said = true;
+    IPUModel m("ipu2");
+    m.numIPUs = n ? n : 1;
+    std::vector<Device> out;
+    out.push_back(m.createDevice());
+    return out;
+  }
   if (type == TargetType::IPU) sayNoHardware();
   return {};
 }

@@ -66,9 +66,16 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
   c.computeBusy.assign(tiles, 0);
   c.exchange.assign(tiles, 0);
   std::vector<std::vector<std::uint64_t>> load(tiles);
-  std::map<unsigned, std::set<std::pair<unsigned, std::size_t>>> received; // tile -> remote elements
-  std::vector<std::uint64_t> sentBytes(tiles, 0);
-  for (unsigned vid : cs.vertices) {
+  std::vector<std::uint64_t> bytesIn(tiles, 0), sentBytes(tiles, 0);
+  // A tile receives each remote element once, however many of its vertices
+  // read it: visit the vertices tile by tile and stamp each element with the
+  // last tile that received it.
+  std::vector<unsigned> order(cs.vertices.begin(), cs.vertices.end());
+  std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
+    return g->vertices[a].tile < g->vertices[b].tile;
+  });
+  std::map<unsigned, std::vector<std::int32_t>> stamp;
+  for (unsigned vid : order) {
     const auto &v = g->vertices[vid];
     const auto &t = *g->vertexTypes[v.type];
     unsigned tile = static_cast<unsigned>(v.tile);
@@ -87,29 +94,35 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
       const auto &fi = t.fields[f];
       const auto &fc = v.fields[f];
       if (!fc.set || fi.kind == FK_VALUE_SCALAR || fi.kind == FK_VALUE_VECTOR || fi.kind == FK_OPAQUE) continue;
-      std::vector<const Tensor *> ts;
-      if (fc.tensor.valid()) ts.push_back(&fc.tensor);
-      for (const auto &x : fc.list) ts.push_back(&x);
-      for (const Tensor *x : ts) {
-        std::size_t sz = x->elementType().ipuxlSize();
-        for (const auto &r : x->ipuxlRep().regions) {
+      bool in = fi.dir == FD_IN || fi.dir == FD_INOUT, out = fi.dir == FD_OUT || fi.dir == FD_INOUT;
+      auto visit = [&](const Tensor &x) {
+        std::size_t sz = x.elementType().ipuxlSize();
+        for (const auto &r : x.ipuxlRep().regions) {
           const auto &map = g->vars[r.var].tile;
+          std::vector<std::int32_t> *st = nullptr;
+          if (in) {
+            auto &s = stamp[r.var];
+            if (s.empty()) s.assign(g->vars[r.var].n, -1);
+            st = &s;
+          }
           for (std::size_t e = r.begin; e < r.end; ++e) {
             if (static_cast<unsigned>(map[e]) == tile) continue;
-            if (fi.dir == FD_IN || fi.dir == FD_INOUT) received[tile].insert({r.var, e});
-            if (fi.dir == FD_OUT || fi.dir == FD_INOUT) sentBytes[tile] += sz;
+            if (in && (*st)[e] != static_cast<std::int32_t>(tile)) {
+              (*st)[e] = static_cast<std::int32_t>(tile);
+              bytesIn[tile] += sz;
+            }
+            if (out) sentBytes[tile] += sz;
           }
         }
-      }
+      };
+      if (fc.tensor.valid()) visit(fc.tensor);
+      for (const auto &x : fc.list) visit(x);
     }
   }
   unsigned bpc = g->target.getExchangeBytesPerCycle();
   for (unsigned tile = 0; tile < tiles; ++tile) {
     if (!load[tile].empty()) c.computeWithIdle[tile] = *std::max_element(load[tile].begin(), load[tile].end()) * workers;
-    std::uint64_t bytes = sentBytes[tile];
-    auto it = received.find(tile);
-    if (it != received.end())
-      for (const auto &el : it->second) bytes += g->vars[el.first].type.ipuxlSize();
+    std::uint64_t bytes = sentBytes[tile] + bytesIn[tile];
     c.exchange[tile] = (bytes + bpc - 1) / bpc;
     c.maxTile = std::max(c.maxTile, c.computeWithIdle[tile] + c.exchange[tile]);
   }
