@@ -14,7 +14,6 @@ public:
   using const_iterator = const T *;
   ArrayRef() = default;
   ArrayRef(const T *p, std::size_t n) : p_(p), n_(n) {}
-  ArrayRef(const T &one) : p_(&one), n_(1) {}
   ArrayRef(const std::vector<T> &v) : p_(v.data()), n_(v.size()) {}
   template <std::size_t N> ArrayRef(const std::array<T, N> &a) : p_(a.data()), n_(N) {}
 #if defined(__GNUC__) && !defined(__clang__)

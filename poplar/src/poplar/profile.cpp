@@ -320,8 +320,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
 void EngineImpl::writeReport() const {
   MemoryUse m = memoryOf(*g);
   std::string dir = reportDir.empty() ? "." : reportDir;
-  std::ofstream f(dir + "/profile.json");
-  if (!f) throw poplar_error("autoReport: cannot write " + dir + "/profile.json");
+  std::ostringstream f;
   const Target &t = g->target;
   f << "{\n  \"format\": \"ipuxl-poplar-profile-1\",\n";
   f << "  \"target\": {\"arch\": \"" << t.getTargetArchString() << "\", \"numIPUs\": " << t.getNumIPUs()
@@ -340,7 +339,14 @@ void EngineImpl::writeReport() const {
     f << (first ? "" : ", ") << "\"" << kv.first << "\": " << kv.second;
     first = false;
   }
-  f << "}}\n}\n";
+  f << "}},\n  \"poplarVersion\": \"ipuxl's Poplar (IPU model)\"\n}\n";
+  // profile.json for ipuxl's tools; profile.pop (the same JSON) where the
+  // SDK writes its report, for ipuxl's libpva.
+  for (const char *name : {"/profile.json", "/profile.pop"}) {
+    std::ofstream out(dir + name);
+    if (!out) throw poplar_error(std::string("autoReport: cannot write ") + dir + name);
+    out << f.str();
+  }
 }
 
 } // namespace ipuxl_detail
