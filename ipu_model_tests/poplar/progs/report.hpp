@@ -12,7 +12,7 @@
 
 template <class T> void report(const std::string &name, const std::vector<std::size_t> &shape, const std::vector<T> &v) {
   std::ostringstream os;
-  os.precision(9);
+  os.precision(17); // exact for float and int32 values
   os << "@" << name << " ";
   for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
   os << " :";
