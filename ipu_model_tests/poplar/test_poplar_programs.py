@@ -25,6 +25,7 @@ LIBS = {
     "control": ["-lpoplar", "-lpopops", "-lpoputil"],
     "poplibs": ["-lpoplar", "-lpopops", "-lpoplin", "-lpopnn", "-lpoprand", "-lpoputil"],
     "errors": ["-lpoplar", "-lpopops", "-lpoputil"],
+    "profile": ["-lpoplar"],
 }
 
 
@@ -275,3 +276,35 @@ def test_poplar_env_cli_prints_the_paths():
                          capture_output=True, text=True, env={k: v for k, v in os.environ.items()})
     # An explicit build without the libraries falls back to the package, else says where it looked.
     assert bad.returncode == 0 or "/nonexistent/poplar/lib" in bad.stderr
+
+
+def _figure(text, label):
+    m = re.search(re.escape(label) + r":\s+([\d,.]+)", text)
+    assert m, f"{label!r} not in the summary:\n{text}"
+    return float(m.group(1).replace(",", ""))
+
+
+def test_profile_summary_follows_the_model(built):
+    """Compute, exchange, host and sync figures recomputed from docs/poplar.md's rules."""
+    out, _ = run(built, "profile")
+    c = parse(out)["cycles"].astype(int)
+    tiles, workers = 4, 6
+    per_tile = {0: sorted(c[0::2]), 1: sorted(c[1::2])}
+    with_idle = busy = 0.0
+    for t, cyc in per_tile.items():
+        load = [0] * workers
+        for v in c[t::2]:  # each vertex, in order, to the least loaded worker
+            load[load.index(min(load))] += v
+        with_idle += max(load) * workers
+        busy += sum(cyc)
+    runs = 2
+    assert _figure(out, "Tile average compute cycles (including idle threads)") == pytest.approx(runs * with_idle / tiles)
+    assert _figure(out, "Tile average compute cycles (excluding idle threads)") == pytest.approx(runs * busy / tiles)
+    # Exchange: tile 1 receives row 0 (8 floats) for vertex 3, at 4 bytes a cycle: 8 cycles per run;
+    # the host stream's 320 bytes are spread over the 4 tiles: 20 cycles each.
+    assert _figure(out, "Tile average IPU exchange cycles") == pytest.approx((runs * 8 + 20 * tiles) / tiles)
+    assert _figure(out, "Tile average host exchange cycles") == pytest.approx(np.ceil(320 / 6))
+    assert _figure(out, "Tile average sync cycles") == pytest.approx(3 * 150)  # a stream copy and two compute sets
+    assert "cs: " in out and "2 runs" in out
+    # Memory: x and y (80 floats each) are split evenly over tiles 0 and 1.
+    assert _figure(out, "Variables") == 2 * 80 * 4
