@@ -253,10 +253,19 @@ def test_popc_object_loads_and_autoreport(built, tmp_path):
     assert r.returncode == 0, r.stderr
     import json
 
-    prof = json.loads((tmp_path / "profile.json").read_text())
+    import ipuxl.profile
+
+    # profile.pop: the Poplar summary (what ipuxl's libpva reads)
+    prof = json.loads((tmp_path / "profile.pop").read_text())
     assert prof["target"]["tilesPerIPU"] == 4 and len(prof["memory"]["perTile"]) == 4
     assert prof["execution"]["computeSets"]["cs"] > 0 and prof["execution"]["tileAverageCompute"] > 0
-
+    # profile.json: ipuxl's profile format, with memory per tile from the real mappings
+    p = ipuxl.profile.load(str(tmp_path / "profile.json"))
+    assert p.num_tiles == 4 and p.cycles == prof["execution"]["totalCycles"]
+    # codelets.cpp's variables: 96 float, 15 int, 6 unsigned (4 bytes each) and 10 half
+    assert p.totals["variables"] == 4 * (96 + 15 + 6) + 2 * 10
+    assert {r["name"] for r in p.op_table()} == {"cs", "cs2"}
+    assert "cs" in p.summary()
 
 def test_poplar_env_cli_prints_the_paths():
     import sys

@@ -57,6 +57,8 @@ struct ProfileCounters {
   std::map<std::string, std::uint64_t> runsByComputeSet;
 };
 
+struct MemoryUse;
+
 struct EngineImpl {
   std::shared_ptr<CompiledGraph> compiled;
   GraphImpl *g = nullptr;
@@ -90,6 +92,7 @@ struct EngineImpl {
   void accountSync();
   void printSummary(std::ostream &os, const OptionFlags &opts) const;
   void writeReport() const;
+  void writeIpuxlProfile(std::ostream &os, const MemoryUse &m) const;
 };
 
 } // namespace ipuxl_detail

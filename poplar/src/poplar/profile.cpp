@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <numeric>
 #include <poplar/exceptions.hpp>
@@ -193,13 +194,12 @@ void EngineImpl::accountSync() {
   prof.totalCycles += s;
 }
 
-namespace {
 struct MemoryUse {
   std::vector<std::uint64_t> vars, consts, vertexState, code;
   std::uint64_t total(unsigned t) const { return vars[t] + consts[t] + vertexState[t] + code[t]; }
 };
 
-MemoryUse memoryOf(const GraphImpl &g) {
+static MemoryUse memoryOf(const GraphImpl &g) {
   unsigned tiles = g.target.getNumTiles();
   MemoryUse m;
   m.vars.assign(tiles, 0);
@@ -238,7 +238,6 @@ MemoryUse memoryOf(const GraphImpl &g) {
   }
   return m;
 }
-} // namespace
 
 void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   const Target &t = g->target;
@@ -340,13 +339,97 @@ void EngineImpl::writeReport() const {
     first = false;
   }
   f << "}},\n  \"poplarVersion\": \"ipuxl's Poplar (IPU model)\"\n}\n";
-  // profile.json for ipuxl's tools; profile.pop (the same JSON) where the
-  // SDK writes its report, for ipuxl's libpva.
-  for (const char *name : {"/profile.json", "/profile.pop"}) {
-    std::ofstream out(dir + name);
-    if (!out) throw poplar_error(std::string("autoReport: cannot write ") + dir + name);
+  // profile.pop (this summary) where the SDK writes its report, for ipuxl's
+  // libpva; profile.json in the format of ipuxl's profiles (ipuxl.profile.load,
+  // `ipuxl profile --compare`).
+  {
+    std::ofstream out(dir + "/profile.pop");
+    if (!out) throw poplar_error("autoReport: cannot write " + dir + "/profile.pop");
     out << f.str();
   }
+  std::ofstream out(dir + "/profile.json");
+  if (!out) throw poplar_error("autoReport: cannot write " + dir + "/profile.json");
+  writeIpuxlProfile(out, m);
+}
+
+void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
+  const Target &t = g->target;
+  unsigned tiles = t.getNumTiles();
+  auto arr = [&](const std::vector<std::uint64_t> &v) {
+    std::ostringstream os;
+    os << "[";
+    for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    return os.str() + "]";
+  };
+  std::vector<std::uint64_t> zeros(tiles, 0);
+  auto str = [](const std::string &s) {
+    std::string o = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') o += '\\';
+      o += c;
+    }
+    return o + "\"";
+  };
+  f << "{\"format\": \"ipuxl-profile-1\", \"name\": \"poplar\", \"runs\": " << prof.programsRun << ",\n";
+  f << " \"target\": {\"version\": " << str(t.getTargetArchString()) << ", \"num_ipus\": " << t.getNumIPUs()
+    << ", \"tiles_per_ipu\": " << t.getTilesPerIPU() << ", \"memory_per_tile\": " << t.getBytesPerTile()
+    << ", \"clock_hz\": " << t.getTileClockFrequency() << ", \"num_io_tiles\": 0},\n";
+  const char *cats[] = {"vertexCode", "vertexInstanceState", "controlCode", "internalExchangeCode", "hostExchangeCode",
+                        "globalExchangeCode", "copyDescriptor", "stack", "variables", "constants", "notAlwaysLive"};
+  f << " \"categories\": [";
+  for (int i = 0; i < 11; ++i) f << (i ? ", " : "") << "\"" << cats[i] << "\"";
+  f << "],\n \"per_tile\": {";
+  for (int i = 0; i < 11; ++i) {
+    std::string c = cats[i];
+    const auto &v = c == "vertexCode" ? m.code : c == "vertexInstanceState" ? m.vertexState
+                  : c == "variables" ? m.vars : c == "constants" ? m.consts : zeros;
+    f << (i ? ", " : "") << "\"" << c << "\": " << arr(v);
+  }
+  f << "},\n \"ops\": {";
+  std::vector<std::string> names;
+  for (const auto &kv : prof.cyclesByComputeSet) names.push_back(kv.first);
+  auto col = [&](const char *key, const std::function<std::string(const std::string &)> &fn, bool first = false) {
+    f << (first ? "" : ", ") << "\"" << key << "\": [";
+    for (std::size_t i = 0; i < names.size(); ++i) f << (i ? "," : "") << fn(names[i]);
+    f << "]";
+  };
+  col("name", [&](const std::string &n) { return str(n); }, true);
+  col("graph", [&](const std::string &) { return std::string("\"main\""); });
+  col("kind", [&](const std::string &) { return std::string("\"compute\""); });
+  col("cost_class", [&](const std::string &) { return std::string("\"compute set\""); });
+  col("cycles", [&](const std::string &n) {
+    return std::to_string(prof.cyclesByComputeSet.at(n) / std::max<std::uint64_t>(1, prof.runsByComputeSet.at(n)));
+  });
+  col("executions", [&](const std::string &n) { return std::to_string(prof.runsByComputeSet.at(n)); });
+  col("ipu", [&](const std::string &) { return std::string("0"); });
+  f << "},\n \"graphs\": [{\"name\": \"main\", \"main\": true, \"code_instances\": 1, \"code_bytes\": 0, "
+       "\"cycles\": " << prof.totalCycles << ", \"executions\": 1, \"call_sites\": 0, \"if_sites\": 0}],\n";
+  f << " \"steps\": {\"name\": [], \"cycles\": [], \"live_bytes\": []},\n";
+  // Tensors: each variable with the tiles it spans.
+  std::vector<std::string> tn;
+  std::vector<std::uint64_t> first, span, bytes, per;
+  for (const auto &v : g->vars) {
+    std::int64_t lo = -1, hi = -1;
+    for (auto tl : v.tile)
+      if (tl >= 0) {
+        lo = lo < 0 ? tl : std::min<std::int64_t>(lo, tl);
+        hi = std::max<std::int64_t>(hi, tl);
+      }
+    if (lo < 0) continue;
+    std::uint64_t b = v.n * v.type.ipuxlSize(), n = static_cast<std::uint64_t>(hi - lo + 1);
+    tn.push_back(str(v.name));
+    first.push_back(static_cast<std::uint64_t>(lo));
+    span.push_back(n);
+    bytes.push_back(b);
+    per.push_back((b + n - 1) / n);
+  }
+  f << " \"tensors\": {\"name\": [";
+  for (std::size_t i = 0; i < tn.size(); ++i) f << (i ? "," : "") << tn[i];
+  f << "], \"ipu\": " << arr(std::vector<std::uint64_t>(tn.size(), 0)) << ", \"first_tile\": " << arr(first)
+    << ", \"tiles\": " << arr(span) << ", \"bytes_per_tile\": " << arr(per) << ", \"bytes\": " << arr(bytes)
+    << ", \"always_live\": [";
+  for (std::size_t i = 0; i < tn.size(); ++i) f << (i ? "," : "") << "true";
+  f << "]},\n \"vertex_types\": {},\n \"total_cycles\": " << prof.totalCycles << "\n}\n";
 }
 
 } // namespace ipuxl_detail
