@@ -24,6 +24,10 @@ static constexpr auto DELTAN = VectorListLayout::DELTAN;
 static constexpr auto DELTANELEMENTS = VectorListLayout::DELTANELEMENTS;
 static constexpr auto COMPACT_DELTAN = VectorListLayout::COMPACT_PTR;
 
+/// Marks a vertex whose compute() is in IPU assembly (as in the SDK); on the
+/// host the C++ compute() runs.
+#define IS_EXTERNAL_CODELET(X) static const bool isExternalCodelet = (X)
+
 class Vertex {
 public:
   static constexpr bool isExternalCodelet = false;

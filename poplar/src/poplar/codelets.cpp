@@ -368,13 +368,22 @@ bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFl
     std::ifstream f(path, std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();
-    std::string key = ss.str() + "\n//flags:" + std::string(compileFlags) + "\n//inc:" + includeDir() + "\n//v3";
+    // The key holds the codelet API headers too: an object built against
+    // other headers (another ipuxl version) is never reused.
+    std::string api;
+    for (const char *h : {"/poplar/Vertex.hpp", "/poplar/VertexRegistry.hpp", "/poplar/HalfFloat.hpp"}) {
+      std::ifstream hf(includeDir() + h);
+      std::stringstream hs;
+      hs << hf.rdbuf();
+      api += hs.str();
+    }
+    std::string key = ss.str() + "\n//flags:" + std::string(compileFlags) + "\n//inc:" + includeDir() + "\n//api:" + api;
     std::size_t h = std::hash<std::string>()(key);
     char name[64];
     std::snprintf(name, sizeof name, "/codelet-%016zx.so", h);
     std::string obj = cacheDir() + name;
-    // The cache is keyed by the file's own text: a header it includes that
-    // changed is not seen (clear ~/.cache/ipuxl/poplar-codelets then).
+    // The cache is keyed by the file's own text: a header of the user's it
+    // includes that changed is not seen (clear ~/.cache/ipuxl/poplar-codelets then).
     if (!fileExists(obj)) compileCodeletObject(path, obj, compileFlags);
     types = loadCodeletObject(obj);
   }
