@@ -15,7 +15,9 @@ PYTHONPATH (they import ``tutorials_tests.testing_util``):
 * tutorials/feature_examples/poplar/advanced_example and prefetch.
 
 Their Makefiles run unchanged (g++ ... -lpoplar -lpopops ...; advanced_example
-runs ``popc``, ipuxl's, and needs libboost-program-options-dev).
+runs ``popc``, ipuxl's, and needs libboost-program-options-dev; tutorial 4's
+``cpp_example`` links ``-lpva``, ipuxl's small reader of the profile.pop its
+autoReport writes).
 
 Hardware variants (``*_ipu_hardware*``, ``--device ipu``, prefetch, which
 asks for an IPU only) are refused by ipuxl's DeviceManager with its
