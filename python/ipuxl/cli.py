@@ -224,11 +224,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a dry run: print the mpirun command and run nothing")
     pp.add_argument("script", nargs="?", help="the PopXL script each instance runs")
     pp.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    pe = sub.add_parser("poplar-env", help="print the shell lines that put ipuxl's Poplar "
+                                            "(headers, libpoplar.so, PopLibs, popc) on the paths, "
+                                            "as the SDK's enable.sh: eval \"$(ipuxl poplar-env)\"")
+    pe.add_argument("--build-dir", default=None,
+                    help="a developer build (scripts/dev_build.sh DIR); default: IPUXL_CORE_DIR "
+                         "or the installed package")
     return parser
 
 
 def main(argv=None) -> int:
     ns = build_parser().parse_args(argv)
+    if ns.command == "poplar-env":
+        from .poplar_env import shell_lines
+
+        try:
+            print(shell_lines(ns.build_dir))
+        except FileNotFoundError as e:
+            print(f"ipuxl poplar-env: {e}", file=sys.stderr)
+            return 1
+        return 0
     if ns.command == "poprun":
         from .popdist.launcher import main as poprun_main
 

@@ -1,0 +1,4 @@
+#pragma once
+namespace poplar {
+enum class TargetType { IPU, IPU_MODEL, CPU };
+}

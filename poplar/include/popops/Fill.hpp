@@ -1,0 +1,13 @@
+#pragma once
+#include <poplar/Graph.hpp>
+#include <poplar/Program.hpp>
+namespace popops {
+/// Sets every element of t to fillValue.
+void fill(poplar::Graph &graph, poplar::Tensor t, double fillValue, poplar::program::Sequence &prog,
+          const poplar::DebugContext &dc = {});
+template <class T>
+void fill(poplar::Graph &graph, poplar::Tensor t, T fillValue, poplar::program::Sequence &prog,
+          const poplar::DebugContext &dc = {}) {
+  fill(graph, t, static_cast<double>(fillValue), prog, dc);
+}
+} // namespace popops
