@@ -181,7 +181,7 @@ def _accepted_error(name: str, raw: str, accepted: str, key: Optional[str] = Non
 
 
 def _closest(word: str, choices) -> str:
-    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    near = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)  # sorted: ties too
     return f" (did you mean {near[0]}?)" if near else ""
 
 
