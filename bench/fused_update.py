@@ -48,6 +48,7 @@ def main(argv=None) -> int:
     import ipuxl as popxl  # noqa: PLC0415
     import ipuxl.ops as ops  # noqa: PLC0415
     from ipuxl import _core as core  # noqa: PLC0415
+    from ipuxl import settings  # noqa: PLC0415
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from fma_peak import cpu_model  # noqa: PLC0415
     print(f"CPU: {cpu_model()}; level {core.isa()}; threads {core.num_threads()}; load "
@@ -60,13 +61,12 @@ def main(argv=None) -> int:
         for b in (int(v) for v in args.batches.split(",")):
             sessions = {}
             for mode in ("always", "never"):
-                os.environ["IPUXL_FUSED_UPDATE"] = mode
-                s = popxl.Session(program(popxl, ops, b, m, n, rng), "ipu_model")
+                with settings.override(fused_update=mode):
+                    s = popxl.Session(program(popxl, ops, b, m, n, rng), "ipu_model")
                 s.__enter__()
                 fused = "MatMulInputGradUpdate" in s.engine.describe()
                 assert fused == (mode == "always"), (mode, b, m, n)
                 sessions[mode] = s
-            os.environ.pop("IPUXL_FUSED_UPDATE")
             for s in sessions.values():
                 for _ in range(5):
                     s.run()

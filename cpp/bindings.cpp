@@ -19,6 +19,10 @@
 #include "model/model.hpp"
 
 namespace py = pybind11;
+
+namespace ipuxl {
+void bind_options(py::module_& m);  // bindings_options.cpp
+}
 using namespace ipuxl;
 
 namespace {
@@ -330,6 +334,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "ipuxl C++ core: lowering, memory planning and the IPU-model engine";
 
   m.attr("split_all_reduce_bytes") = kSplitAllReduceBytes;  // see collectives.hpp
+  bind_options(m);  // the core's options: bindings_options.cpp
 
   export_enum<DType>(m, "DType", kNumDTypes, dtype_name, "Element types (PopXL's names).");
   export_enum<TensorKind>(m, "TensorKind", kNumTensorKinds, tensor_kind_name,
@@ -841,7 +846,8 @@ PYBIND11_MODULE(_core, m) {
       "PopVision category, code size, liveness over program steps and cycle estimates.");
   // Instruction-set dispatch (core/isa.hpp) and the GEMM plans (core/blas.hpp).
   m.def("isa", []() { return std::string(isa::level_name(isa::level())); },
-        "The instruction-set level the kernels use: IPUXL_ISA, else the best this CPU has.");
+        "The instruction-set level the kernels use: the configured one (IPUXL_ISA), else the "
+        "best this CPU has.");
   m.def("isa_levels", []() {
         std::vector<std::string> out;
         for (isa::Level l : isa::supported()) out.push_back(isa::level_name(l));
@@ -858,10 +864,6 @@ PYBIND11_MODULE(_core, m) {
       "Measured float32 FMA GFLOP/s of a level on `threads` threads at once.");
   m.def("blas_can_be_chosen", &blas::blas_can_be_chosen,
         "Whether the GEMM rules can choose OpenBLAS at the level in use (else it is not loaded).");
-  m.def("prefer_fused_input_grad_update", &blas::prefer_fused_input_grad_update,
-        py::arg("batch"), py::arg("rows"), py::arg("cols"),
-        "Whether G @ W^T and W's folded update (G [batch, cols], W [rows, cols]) run faster "
-        "as one MatMulInputGradUpdate pass than as two GEMMs at the level in use.");
   m.def("sgemm_plan", &blas::sgemm_plan_name, py::arg("ta"), py::arg("tb"), py::arg("M"),
         py::arg("N"), py::arg("K"), py::arg("packed") = false,
         "Which float32 GEMM runs this shape ('core' or 'blas'): a fixed rule of the "

@@ -15,6 +15,7 @@
 #include "gemm.hpp"
 #include "isa.hpp"
 #include "kernel.hpp"
+#include "options.hpp"
 #include "parallel.hpp"
 
 namespace ipuxl {
@@ -113,20 +114,12 @@ SgemmImpl rule(isa::Level level, bool packed, bool ta, bool tb, int64_t M, int64
   return SgemmImpl::Core;
 }
 
-SgemmImpl forced() {
-  const char* e = std::getenv("IPUXL_GEMM");
-  if (!e || !*e || std::strcmp(e, "auto") == 0) return SgemmImpl::Auto;
-  if (std::strcmp(e, "core") == 0) return SgemmImpl::Core;
-  if (std::strcmp(e, "blas") == 0) return SgemmImpl::Blas;
-  throw Error(std::string("IPUXL_GEMM=") + e + " is not one of auto, core, blas");
-}
-
 }  // namespace
 
 SgemmImpl plan(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool packed) {
   if (!g_sgemm || M <= 0 || N <= 0 || K <= 0 || !fits_int32(M, N, K, M + K, N + K, N))
     return SgemmImpl::Core;
-  static const SgemmImpl force = forced();
+  const SgemmImpl force = options().gemm;
   if (force != SgemmImpl::Auto) return force;
   return rule(isa::current(), packed, ta, tb, M, N, K);
 }
@@ -149,20 +142,16 @@ void sgemm_with(SgemmImpl impl, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 }
 
 bool blas_can_be_chosen() {
-  const char* e = std::getenv("IPUXL_GEMM");
-  if (e && std::strcmp(e, "blas") == 0) return true;
-  if (e && std::strcmp(e, "core") == 0) return false;
+  if (!options().blas_allowed) return false;
+  if (options().gemm == SgemmImpl::Blas) return true;
+  if (options().gemm == SgemmImpl::Core) return false;
   return isa::current() == isa::Level::AVX2;
 }
 
-bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols) {
+bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols, FusedUpdate mode) {
   if (batch < 1 || batch > 16 || rows < 1 || cols < 1) return false;  // the kernel's range
-  if (const char* e = std::getenv("IPUXL_FUSED_UPDATE")) {  // for benchmarks: always, never
-    if (std::strcmp(e, "always") == 0) return true;
-    if (std::strcmp(e, "never") == 0) return false;
-    if (*e && std::strcmp(e, "auto") != 0)
-      throw Error(std::string("IPUXL_FUSED_UPDATE=") + e + " is not one of auto, always, never");
-  }
+  if (mode == FusedUpdate::Always) return true;  // forced, for benchmarks and tests
+  if (mode == FusedUpdate::Never) return false;
   // Rules from bench/fused_update.py (fused / two GEMMs, 2 threads; it
   // prints this rule's decision beside its timings). Fusing saves a second read and
   // a write of W, so it pays where moving W dominates: a large W, a small

@@ -29,7 +29,8 @@ enum class SgemmImpl { Auto = 0, Core = 1, Blas = 2 };
 // level and the shape, from measurements (blas.cpp), so that a program's
 // numbers never depend on the machine's load. packed: the caller holds
 // op(B) pre-packed (gemm::PackedB). Core without a BLAS.
-// IPUXL_GEMM=core|blas forces a choice (for benchmarks).
+// The core's options (options.hpp, from IPUXL_GEMM) can force a choice
+// (for benchmarks).
 SgemmImpl plan(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool packed = false);
 // plan() as "core" or "blas".
 // Whether plan() can choose the BLAS at the level in use (else the BLAS
@@ -42,7 +43,12 @@ std::string sgemm_plan_name(bool trans_a, bool trans_b, int64_t M, int64_t N, in
 // W [rows, cols], X [batch, rows]) are faster as one MatMulInputGradUpdate
 // pass over W than as two GEMMs, at the level in use (a fixed rule per
 // level, blas.cpp; bench/fused_update.py prints it beside its timings).
-bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols);
+// Always / Never force the answer within the kernel's range (batch 1 to 16;
+// IPUXL_FUSED_UPDATE, read by the Python settings and passed by the host
+// pass that asks).
+enum class FusedUpdate : int { Auto = 0, Always = 1, Never = 2 };
+bool prefer_fused_input_grad_update(int64_t batch, int64_t rows, int64_t cols,
+                                    FusedUpdate mode = FusedUpdate::Auto);
 void sgemm_with(SgemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                 float beta, float* C, int64_t ldc);

@@ -1,7 +1,6 @@
 #include "isa.hpp"
 
 #include <cctype>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -47,24 +46,22 @@ std::string names_of(const std::vector<Level>& ls) {
   return s;
 }
 
-Level choose() {
-  const char* env = std::getenv("IPUXL_ISA");
-  if (!env || !*env) return best();
-  std::string want(env);
+}  // namespace
+
+Level resolve(const std::string& name) {
+  std::string want(name);
   for (auto& c : want) c = (char)std::tolower((unsigned char)c);
-  if (want == "best" || want == "auto") return best();
+  if (want.empty() || want == "best" || want == "auto") return best();
   for (Level l : all_levels()) {
     if (want != level_name(l)) continue;
     if (!cpu_has(l))
-      throw Error("IPUXL_ISA=" + std::string(env) + ": this CPU does not support " + want +
-                  " (supported: " + names_of(supported()) + ")");
+      throw Error(name + ": this CPU does not support " + want + " (supported: " +
+                  names_of(supported()) + ")");
     return l;
   }
-  throw Error("IPUXL_ISA=" + std::string(env) + " is not an instruction-set level of this build (" +
-              names_of(all_levels()) + ", or best)");
+  throw Error(name + " is not an instruction-set level of this build (" + names_of(all_levels()) +
+              ", or best)");
 }
-
-}  // namespace
 
 const char* level_name(Level l) {
   switch (l) {
@@ -93,9 +90,11 @@ Level best() { return supported().back(); }
 Level level() {
   static std::mutex mu;
   std::lock_guard<std::mutex> lk(mu);
-  if (detail::g_level.load() < 0) detail::g_level.store((int)choose());  // throws: stays unset
+  if (detail::g_level.load() < 0) detail::g_level.store((int)best());
   return (Level)detail::g_level.load();
 }
+
+void set_level(Level l) { detail::g_level.store((int)l); }
 
 }  // namespace isa
 }  // namespace ipuxl

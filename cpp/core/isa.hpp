@@ -4,9 +4,9 @@
 // aarch64: NEON). Hot loops are compiled a second and third time for AVX2+FMA
 // and AVX-512 (function target attributes, never -march flags, so nothing
 // else in the binary uses those instructions), and the level in use is
-// chosen once, at first use (import): the best the CPU supports, or the one
-// named by IPUXL_ISA (x86: sse, avx2, avx512; aarch64: neon). An unknown
-// level, or one this CPU lacks, is an error naming the setting.
+// chosen once, at import (configure(), core/options.hpp): the best the CPU
+// supports, or the one the options name (x86: sse, avx2, avx512; aarch64:
+// neon). An unknown level, or one this CPU lacks, is an error.
 //
 // Two ways to write level-specific code:
 //  * isa::run(body, b, e) / isa::parallel_for(n, grain, body): body(b, e) is
@@ -61,10 +61,15 @@ namespace isa {
 // plain C++ elsewhere.
 enum class Level : int { Base = 0, AVX2 = 1, AVX512 = 2 };
 
-// The level in use (IPUXL_ISA, else the best supported). Throws
-// ipuxl::Error (ValueError in Python) naming IPUXL_ISA when the setting is
-// unknown or not supported by this CPU.
+// The level in use: the one configure() set, else the best supported.
 Level level();
+// The level a name asks for ("sse", "avx2", "avx512", "neon", "generic" as
+// this architecture names them; "best", "auto" or "" for best()). Throws
+// ipuxl::Error (ValueError in Python), its message starting with `name`,
+// for a level this build does not have or this CPU does not support.
+Level resolve(const std::string& name);
+// Makes `l` the level in use (configure(); `l` from resolve()).
+void set_level(Level l);
 // Name of a level on this architecture ("sse", "avx2", "avx512"; "neon" or
 // "generic" for Base elsewhere).
 const char* level_name(Level l);

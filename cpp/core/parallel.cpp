@@ -4,11 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "kernel.hpp"
+#include "options.hpp"
 
 namespace ipuxl {
 namespace {
@@ -372,24 +374,31 @@ class Pool {
   std::exception_ptr error_;
 };
 
+// The configured thread count (options().num_threads), else the hardware's
+// threads, at most 64.
 int default_threads() {
-  if (const char* e = std::getenv("IPUXL_NUM_THREADS")) {
-    int v = std::atoi(e);
-    if (v > 0) return v;
-  }
+  if (options().num_threads > 0) return options().num_threads;
   unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : (int)std::min(hc, 64u);
 }
 
+std::atomic<bool> g_pool_started{false};
+
 Pool& pool() {
-  static Pool p(default_threads());
+  static Pool p((g_pool_started = true, default_threads()));
   return p;
 }
 
 }  // namespace
 
 int num_threads() { return pool().size(); }
-void set_num_threads(int n) { pool().resize(n < 1 ? 1 : n); }
+void set_num_threads(int n) {
+  if (n < 1 || n > kMaxThreads)
+    throw Error("set_num_threads: " + std::to_string(n) + " threads is out of range (1 to " +
+                std::to_string(kMaxThreads) + ")");
+  pool().resize(n);
+}
+bool pool_started() { return g_pool_started.load(); }
 
 bool contention_backoff() { return pool().backed_off(); }
 

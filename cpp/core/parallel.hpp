@@ -9,8 +9,8 @@
 // spin briefly after each job (kernels come in quick succession within a
 // program) and then sleep, so an idle engine costs no CPU. When other
 // processes keep the CPUs busy, jobs run on the caller alone for a while
-// (contention_backoff). IPUXL_NUM_THREADS sets the thread count (default:
-// the hardware concurrency).
+// (contention_backoff). The thread count is the core's options'
+// (configure(), options.hpp; default: the hardware concurrency, at most 64).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,12 @@
 namespace ipuxl {
 
 int num_threads();
+// Resizes the pool to n threads (the caller included); throws ipuxl::Error
+// (ValueError) for n outside 1..kMaxThreads (options.hpp).
 void set_num_threads(int n);
+// Whether the pool has been created (its first use); configure() resizes
+// a running pool and otherwise leaves its creation to the first use.
+bool pool_started();
 
 // Whether jobs now run on the calling thread alone because a recent job's
 // caller waited long for a preempted worker (the CPUs are contended; see

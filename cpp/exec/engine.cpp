@@ -7,18 +7,13 @@
 
 #include <time.h>
 
-#include <cstdlib>
-
 #include "collectives.hpp"
+#include "../core/options.hpp"
 #include "../core/parallel.hpp"
 
 namespace ipuxl {
 
 namespace {
-// The profiler's clock, in seconds: wall time, or with
-// IPUXL_PROFILE_CLOCK=thread the calling thread's CPU time, which a loaded
-// machine does not inflate (with IPUXL_NUM_THREADS=1 it is all of a
-// kernel's work; with more threads it misses the workers' share).
 // The signal poll's clock: the coarse monotonic clock costs a few
 // nanoseconds (no syscall) and its millisecond resolution is plenty for a
 // poll every Engine::kPollSeconds, so it is read before every step.
@@ -28,12 +23,12 @@ double coarse_clock() {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// The profiler's clock, in seconds: wall time, or (the core's options,
+// ProfileClock::Thread) the calling thread's CPU time, which a loaded
+// machine does not inflate (with one thread it is all of a kernel's work;
+// with more threads it misses the workers' share).
 double profile_clock() {
-  static const bool thread_cpu = [] {
-    const char* e = std::getenv("IPUXL_PROFILE_CLOCK");
-    return e && std::string(e) == "thread";
-  }();
-  if (thread_cpu) {
+  if (options().profile_clock == ProfileClock::Thread) {
     timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

@@ -29,6 +29,18 @@ ENV_CASES = [
     ("isa_unknown", {"IPUXL_ISA": "sse9"}, r"ValueError: IPUXL_ISA=sse9 is not an instruction-set level"),
     ("host_passes_unknown", {"IPUXL_HOST_PASSES": "bogus"}, r"ValueError: host passes: unknown pass\(es\) bogus"),
     ("core_dir_empty", {"IPUXL_CORE_DIR": "/nonexistent-ipuxl-core"}, r"ImportError: IPUXL_CORE_DIR='/nonexistent-ipuxl-core' holds no _core extension"),
+    # Issue 42, item 7: numbers past the core's int, and past the bound, are refused whole
+    # (100,000 threads: ipu_model_tests/session/test_settings.py, under a memory limit).
+    ("threads_overflow", {"IPUXL_NUM_THREADS": "99999999999999999999"}, r"ValueError: IPUXL_NUM_THREADS=99999999999999999999 is not accepted; expected a whole number from 1 to 1024"),
+    ("threads_wrap", {"IPUXL_NUM_THREADS": "4294967298"}, r"ValueError: IPUXL_NUM_THREADS=4294967298 is not accepted; expected a whole number from 1 to 1024"),
+    ("threads_zero", {"IPUXL_NUM_THREADS": "0"}, r"ValueError: IPUXL_NUM_THREADS=0 is not a positive integer"),
+    # Issue 42, item 10: the variable and the key are named.
+    ("ipu_model_bool", {"IPUXL_IPU_MODEL": "allow_out_of_memory=maybe"}, r"ValueError: IPUXL_IPU_MODEL: allow_out_of_memory=maybe is not accepted; expected 1, true, yes, on or 0, false, no, off"),
+    ("ipu_model_int", {"IPUXL_IPU_MODEL": "tiles_per_ipu=abc"}, r"ValueError: IPUXL_IPU_MODEL: tiles_per_ipu=abc is not accepted; expected a whole number from 1 to 65536"),
+    ("ipu_model_clock", {"IPUXL_IPU_MODEL": "clock_hz=-1"}, r"ValueError: IPUXL_IPU_MODEL: clock_hz=-1 is not accepted; expected a number above 0"),
+    ("engine_option_typo", {"POPLAR_ENGINE_OPTIONS": '{"autoReport.all": "true", "autoReport.directroy": "/tmp/r"}'}, r"ValueError: POPLAR_ENGINE_OPTIONS: unrecognised engine option 'autoReport.directroy' \(did you mean autoReport.directory\?\)"),
+    ("isa_missing_level", {"IPUXL_ISA": "neon9"}, r"ValueError: IPUXL_ISA=neon9 is not an instruction-set level of this build"),
+    ("debug_switch_typo", {"IPUXL_DEBUG": "conv_no_winogard"}, r"ValueError: IPUXL_DEBUG: unknown debug switch 'conv_no_winogard' \(did you mean conv_no_winograd\?\)"),
 ]
 
 
@@ -40,6 +52,13 @@ def test_bad_environment_settings_are_named(env, match):
     assert p.returncode != 0, p.stdout
     import re
     assert re.search(match, p.stderr), p.stderr[-2000:]
+
+
+def test_a_misspelt_setting_name_is_warned_about():
+    p = subprocess.run([sys.executable, "-c", PROGRAM], env=dict(os.environ, IPUXL_NUM_THREAD="1"),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "RuntimeWarning: IPUXL_NUM_THREAD is not an ipuxl setting and is ignored; did you mean IPUXL_NUM_THREADS?" in p.stderr, p.stderr
 
 
 @pytest.mark.slow  # one subprocess per setting

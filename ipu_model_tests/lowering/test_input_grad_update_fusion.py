@@ -212,5 +212,7 @@ def test_the_pass_follows_the_cores_rules(b, m, n, monkeypatch):
 def test_fusion_setting_is_checked(monkeypatch):
     assert not core.prefer_fused_input_grad_update(17, 64, 64)  # outside the kernel's range
     monkeypatch.setenv("IPUXL_FUSED_UPDATE", "sometimes")
-    with pytest.raises(ValueError, match="IPUXL_FUSED_UPDATE=sometimes"):
-        core.prefer_fused_input_grad_update(8, 64, 64)
+    ir, _, _, _ = _same_graph_program(8, 64, 64)
+    with pytest.raises(ValueError, match="IPUXL_FUSED_UPDATE=sometimes is not one of auto, "
+                                         "always, never"):
+        popxl.Session(ir, "ipu_model")

@@ -1,11 +1,17 @@
-"""Loads the compiled core (``ipuxl._core``) and installs the BLAS it uses.
+"""Loads the compiled core (``ipuxl._core``), configures it and installs
+the BLAS it uses.
 
 ``IPUXL_CORE_DIR`` may name a directory holding a freshly built ``_core``
 extension (developer builds outside the package).
 
-The core picks its instruction-set level here, at import: the best the CPU
-has, or ``IPUXL_ISA`` (``sse``, ``avx2``, ``avx512`` on x86-64); an unknown
-level or one the CPU lacks raises ValueError naming the setting.
+The core reads no environment variable: here, at import, it receives the
+import-time settings (:mod:`ipuxl.settings`) once, as a typed
+``_core.CoreOptions`` through ``_core.configure``: the kernel threads
+(``IPUXL_NUM_THREADS``), the instruction-set level (the best the CPU has,
+or ``IPUXL_ISA``: ``sse``, ``avx2``, ``avx512`` on x86-64; an unknown level
+or one the CPU lacks raises ValueError naming the setting), the GEMM choice
+(``IPUXL_GEMM``), whether the BLAS may be used (``IPUXL_NO_BLAS``) and the
+profiler's clock (``IPUXL_PROFILE_CLOCK``).
 
 float32 GEMMs run on the core's packed kernels or on the ``scipy-openblas32``
 wheel's ``cblas_sgemm``, by a fixed rule of the instruction-set level and
@@ -21,11 +27,13 @@ import importlib.util
 import os
 import sys
 
+from . import settings as _settings
+
 __all__ = ["core"]
 
 
 def _load_core():
-    override = os.environ.get("IPUXL_CORE_DIR")
+    override = _settings.current().core_dir
     if override:
         import glob  # noqa: PLC0415  (only here: a plain import of ipuxl needs no glob)
 
@@ -48,7 +56,7 @@ def load_extension(name: str):
     """An optional compiled module of ipuxl besides the core (``_mpi_exchange``):
     from ``IPUXL_CORE_DIR`` when set (a developer build holds every module),
     else from the package. ImportError when it was not built."""
-    override = os.environ.get("IPUXL_CORE_DIR")
+    override = _settings.current().core_dir
     full = f"ipuxl.{name}"
     if full in sys.modules:
         return sys.modules[full]
@@ -70,20 +78,19 @@ def load_extension(name: str):
 
 def _install_blas(mod) -> str:
     # Loaded only where the core's GEMM rules can pick it (AVX2, or
-    # IPUXL_GEMM=blas): elsewhere it would cost resident memory for nothing.
-    if os.environ.get("IPUXL_NO_BLAS") or not mod.blas_can_be_chosen():
+    # IPUXL_GEMM=blas; never with IPUXL_NO_BLAS): elsewhere it would cost
+    # resident memory for nothing.
+    if not mod.blas_can_be_chosen():
         return f"ipuxl packed GEMM ({mod.isa()})"
     # A level forced below the CPU's best (IPUXL_ISA) holds for the library
     # too: OpenBLAS then runs its kernels for that level (Haswell: AVX2+FMA;
     # Nehalem: SSE), so the per-shape choice compares like with like. The
-    # setting is read when the library loads (importing scipy_openblas32
-    # loads it); the user's own OPENBLAS_CORETYPE wins.
+    # library reads OPENBLAS_CORETYPE when it loads (importing
+    # scipy_openblas32 loads it); the user's own value wins.
     coretype = {"avx2": "Haswell", "sse": "Nehalem"}.get(mod.isa())
-    set_coretype = (coretype is not None and mod.isa() != mod.isa_levels()[-1]
-                    and "OPENBLAS_CORETYPE" not in os.environ)
-    if set_coretype:
-        os.environ["OPENBLAS_CORETYPE"] = coretype
-    try:
+    if mod.isa() == mod.isa_levels()[-1]:
+        coretype = None
+    with _settings.library_environment("OPENBLAS_CORETYPE", coretype):
         try:
             import scipy_openblas32 as sob
         except ImportError:
@@ -96,9 +103,6 @@ def _install_blas(mod) -> str:
         if not cands:
             return f"ipuxl packed GEMM ({mod.isa()})"
         lib = ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
-    finally:
-        if set_coretype:
-            del os.environ["OPENBLAS_CORETYPE"]
     prefix = sob.get_prefix() if hasattr(sob, "get_prefix") else "scipy_"
     fn = getattr(lib, f"{prefix}cblas_sgemm", None)
     if fn is None:
@@ -113,42 +117,29 @@ def _install_blas(mod) -> str:
     return f"ipuxl packed GEMM ({mod.isa()}) or scipy-openblas32 per shape ({cands[0]})"
 
 
-def _check_settings() -> None:
-    """The core reads these settings lazily (some only for a shape that asks);
-    a typo would be ignored silently, so they are checked at import, as
-    ``IPUXL_ISA`` is."""
-    choices = {"IPUXL_GEMM": ("auto", "core", "blas"),
-               "IPUXL_FUSED_UPDATE": ("auto", "always", "never")}
-    for name, allowed in choices.items():
-        v = os.environ.get(name)
-        if v and v not in allowed:
-            raise ValueError(f"{name}={v} is not one of {', '.join(allowed)}")
-    v = os.environ.get("IPUXL_NUM_THREADS")
-    if v and not (v.strip().isdigit() and int(v) > 0):
-        raise ValueError(f"IPUXL_NUM_THREADS={v} is not a positive integer")
-
-
-def _conv_options_from_env() -> dict:
-    """The convolution plan's switches (``core.set_conv_options``; see
-    cpp/kernels/conv/options.hpp) from ``IPUXL_CONV_NO_WINOGRAD``,
-    ``IPUXL_CONV_NO_DIRECT``, ``IPUXL_CONV_NO_TAP``, ``IPUXL_CONV_NO_COLS``
-    and ``IPUXL_CONV_NO_OC``: a variable that is set (to any value) turns
-    that form off, for comparisons. Read each time a program is built
-    (:func:`apply_conv_options`), so a switch set after import holds for the
-    programs built after it."""
-    names = {"no_winograd": "IPUXL_CONV_NO_WINOGRAD", "no_direct": "IPUXL_CONV_NO_DIRECT",
-             "no_tap": "IPUXL_CONV_NO_TAP", "no_cols": "IPUXL_CONV_NO_COLS",
-             "no_oc": "IPUXL_CONV_NO_OC"}
-    return {opt: os.environ.get(var) is not None for opt, var in names.items()}
+def _configure(mod) -> None:
+    """Hands the import-time settings to the core, once. An instruction-set
+    level this build or CPU lacks raises ValueError naming IPUXL_ISA."""
+    s = _settings.current()
+    try:
+        mod.configure(s.core_options(mod))
+    except ValueError as e:
+        raise ValueError(f"IPUXL_ISA={e}") from None
 
 
 def apply_conv_options() -> None:
-    """Hands the convolution switches to the core; called before each
-    Engine is built (its convolution kernels read them then)."""
-    core.set_conv_options(**_conv_options_from_env())
+    """Hands the convolution plan's switches (``core.set_conv_options``; see
+    cpp/kernels/conv/options.hpp) to the core: ``IPUXL_DEBUG=conv_no_winograd,
+    conv_no_direct,conv_no_tap,conv_no_cols,conv_no_oc`` (or the older
+    ``IPUXL_CONV_NO_*`` names) turn those forms off, for comparisons. Called
+    before each Engine is built, so a switch set after import holds for the
+    programs built after it."""
+    off = _settings.current().conv_debug
+    core.set_conv_options(**{opt: opt in off for opt in
+                             ("no_winograd", "no_direct", "no_tap", "no_cols", "no_oc")})
 
 
-_check_settings()
 core = _load_core()
-isa = core.isa()  # the instruction-set level: raises ValueError for a bad IPUXL_ISA
+_configure(core)
+isa = core.isa()  # the instruction-set level in use
 blas_backend = _install_blas(core)

@@ -104,6 +104,7 @@ def _main_session(profiles, wanted) -> int:
 
 def _profile(ns) -> int:
     from . import profile as prof
+    from . import settings
 
     if ns.compare:
         return _compare(ns)
@@ -113,15 +114,13 @@ def _profile(ns) -> int:
     if ns.session is not None and ns.session < 1:
         print(f"ipuxl profile: --session counts from 1, got {ns.session}", file=sys.stderr)
         return 2
+    # The command's IPU (IPUXL_IPU_MODEL's keys over the command line's)
+    # becomes the script's default IpuModel for the run, through the
+    # settings rather than the environment.
     model = prof.IpuModel.from_env(prof.IpuModel(
         version=ns.version, tiles_per_ipu=ns.tiles_per_ipu, allow_out_of_memory=True))
-    prof._captured, prof._capture_model = [], model
-    os.environ.setdefault(prof.MODEL_ENV, f"version={model.version},allow_out_of_memory=1" +
-                          (f",tiles_per_ipu={model.tiles_per_ipu}" if model.tiles_per_ipu else ""))
-    try:
+    with settings.override(ipu_model=vars(model)), prof.capture(model) as captured:
         code = _run(ns.script, ns.args)
-    finally:
-        captured, prof._captured, prof._capture_model = prof._captured, None, None
     profiles = [c.finish() for c in captured]
     if not profiles:
         print(f"ipuxl profile: {ns.script} created no Session: nothing to profile",

@@ -23,8 +23,10 @@ _SOURCE_INCLUDE = _PACKAGE.parents[1] / "poplar" / "include"
 
 
 def _core_dir_setting() -> Optional[str]:
-    """IPUXL_CORE_DIR, the developer build (read here only; see settings.py)."""
-    return os.environ.get("IPUXL_CORE_DIR") or None
+    """IPUXL_CORE_DIR, the developer build (:mod:`ipuxl.settings`)."""
+    from . import settings
+
+    return settings.current().core_dir
 
 
 def poplar_dirs(build_dir: Optional[str] = None) -> Dict[str, Path]:
@@ -71,7 +73,11 @@ def shell_lines(build_dir: Optional[str] = None) -> str:
 def environment(build_dir: Optional[str] = None, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """A copy of `base` (default: this process's environment) with the paths set."""
     d = poplar_dirs(build_dir)
-    env = dict(os.environ if base is None else base)
+    if base is None:
+        from . import settings
+
+        base = settings.child_environment()
+    env = dict(base)
     for var, key in (("CPATH", "include"), ("LIBRARY_PATH", "lib"), ("LD_LIBRARY_PATH", "lib"), ("PATH", "bin")):
         old = env.get(var)
         env[var] = str(d[key]) + (os.pathsep + old if old else "")

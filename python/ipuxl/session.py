@@ -7,7 +7,6 @@ context attaches, ``weights_to_host`` when it detaches, lazily on
 ``get_tensor_data`` when the device copy is newer.
 """
 import functools
-import os
 import sys
 import threading
 import warnings
@@ -17,7 +16,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, settings
 from ._host_memory import aligned_copy, aligned_empty, is_aligned
 from .lowering import LoweredProgram, build
 from .ir import Ir
@@ -92,14 +91,15 @@ class Session:
         model = None
         if isinstance(device_desc, IpuModel):  # as PopXL takes a DeviceInfo
             model, device_desc = device_desc, "ipu_model"
-        device_desc = os.environ.get("POPXL_OFFLINE_DEVICE", device_desc) \
-            if device_desc == "ipu_hw" else device_desc
+        opts = settings.current()
+        if device_desc == "ipu_hw" and opts.offline_device:
+            device_desc = opts.offline_device
         if device_desc not in _DEVICES:
             raise ValueError(f"device_desc must be one of {_DEVICES}, got {device_desc!r}")
         if device_desc == "ipu_hw":
             why = ("a Poplar SDK is importable but ipuxl has no bridge to it yet"
                    if _sdk_importable() else "no Poplar SDK is importable")
-            if os.environ.get(HW_FALLBACK_ENV, "") not in ("", "0"):
+            if opts.require_ipu_hw:
                 raise RuntimeError(
                     f"Session(device_desc='ipu_hw'): {why}, and {HW_FALLBACK_ENV} is set, so "
                     "ipuxl will not fall back to the simulator.")
@@ -134,14 +134,13 @@ class Session:
 
         self._model = model
         self._profile = session_model(self, device_desc, model)
-        # IPUXL_CHECK_HOST_PASSES=1: also build the program without host
-        # passes, run both and compare (a test mode, see lowering.host_passes).
-        self._shadow: Optional[LoweredProgram] = None
-        if os.environ.get("IPUXL_CHECK_HOST_PASSES", "") not in ("", "0") and \
-                any(self._prog.host_passes.values()):
-            self._shadow = build(ir, "none")
-        self._shadow_hosteng = None if self._shadow is None else \
-            self._distribute(self._shadow.engine) or self._shadow.engine
+        # IPUXL_CHECK_HOST_PASSES=1: every run also runs the program without
+        # host passes and compares (a test mode: ipuxl.testing).
+        self._host_pass_checker = None
+        if opts.check_host_passes and any(self._prog.host_passes.values()):
+            from .testing import HostPassChecker
+
+            self._host_pass_checker = HostPassChecker(self)
         # The host copy of each variable is the variable's own data, as in
         # PopXL where the IR's tensor data is the host side of the weights
         # (a Session owns its Ir). Read-only data (a memmap) is copied.
@@ -161,8 +160,6 @@ class Session:
         # all_replicas variables: every replica's value, from the last
         # weights_to_host.
         self._all_replicas: Dict[Variable, np.ndarray] = {}
-        self._shadow_remote = RemoteVariables(self._shadow, self._shadow_hosteng) \
-            if self._shadow is not None else None
         self._shared = self._share_host_arrays(bool(share_host_weights))
         self._attached = False
         self._host_in_sync = True
@@ -362,11 +359,7 @@ class Session:
             if v._remote is not None:
                 continue
             self._write_replicas(self._hosteng, self._prog.tensor_index[v], v, arr)
-            if self._shadow is not None:
-                self._write_replicas(self._shadow_hosteng, self._shadow.tensor_index[v], v, arr)
         self._remote.write(self._host)
-        if self._shadow_remote is not None:
-            self._shadow_remote.write(self._host)
         self._engine.run_weights_program(True)
         self._host_in_sync = True
         if not self._half_applied:  # else the host values are no restore
@@ -635,8 +628,8 @@ class Session:
         self._assert_state_defined("run")
         self._host_in_sync = False
         try:
-            if self._shadow is not None:
-                used = self._check_against_shadow(bound, n)
+            if self._host_pass_checker is not None:
+                used = self._host_pass_checker.run(bound, n)
             else:
                 used = self._engine.run(bound, n, prog.stream_item_bytes)
         except BaseException as e:
@@ -655,52 +648,6 @@ class Session:
                     f"Session.run: stream {s.tensor_id!r} was stored {used[idx]} of "
                     f"num_host_transfers={n} times in this run; its other transfers are zeros "
                     "(PopXL leaves them undefined)", RuntimeWarning, stacklevel=3)
-
-    # ---- checking the host passes
-    def _check_against_shadow(self, bound: List[Optional[np.ndarray]], n: int) -> None:
-        """Runs the program with and without host passes from the same state
-        and compares every output and variable (``IPUXL_CHECK_HOST_PASSES``).
-        The unfused program is re-synchronised to the fused one first, so
-        rounding differences never accumulate across runs."""
-        prog, sh = self._prog, self._shadow
-        R = int(self._engine.replicas)
-        for v in prog.variables:
-            a = np.empty(v.shape, v.dtype.as_numpy())
-            for r in range(R):
-                self._engine.read_tensor(prog.tensor_index[v], a, r)
-                sh.engine.write_tensor(sh.tensor_index[v], a, r)
-        self._remote.copy_to(sh.engine)
-        shadow_bound = [None if a is None else a.copy() for a in bound]
-        sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
-        used = self._engine.run(bound, n, prog.stream_item_bytes)
-        pairs = [(f"stream {s.tensor_id!r}", bound[i], shadow_bound[i])
-                 for i, s in enumerate(prog.streams) if s in self._d2h and bound[i] is not None]
-        for v in prog.variables:
-            for r in range(R):
-                a = np.empty(v.shape, v.dtype.as_numpy())
-                b = np.empty(v.shape, v.dtype.as_numpy())
-                self._engine.read_tensor(prog.tensor_index[v], a, r)
-                sh.engine.read_tensor(sh.tensor_index[v], b, r)
-                pairs.append((f"variable {v.id!r}" + (f" (replica {r})" if R > 1 else ""), a, b))
-        for bi, entries, shape, dt in self._remote.buffers:
-            for r in range(int(self._engine.replicas)):
-                for e in range(entries):
-                    a, b = np.empty(shape, dt), np.empty(shape, dt)
-                    self._engine.read_remote(bi, e, r, a)
-                    sh.engine.read_remote(bi, e, r, b)
-                    pairs.append((f"remote buffer {bi} entry {e} (replica {r})", a, b))
-        for what, got, want in pairs:
-            if got.dtype.kind == "f":
-                ok = np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
-            else:
-                ok = np.array_equal(got, want)
-            if not ok:
-                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-                raise AssertionError(
-                    f"host passes changed a result: {what} differs from the unfused program "
-                    f"(largest difference {np.nanmax(diff) if diff.size else 0}; passes applied: "
-                    f"{', '.join(k for k, c in prog.host_passes.items() if c)})")
-        return used
 
     def _check_keys(self, given, expected, what):
         given_set = set(given.keys())

@@ -1,7 +1,12 @@
-"""Test helpers, mirroring ``popxl.testing``, plus a gradient checker.
+"""Test helpers, mirroring ``popxl.testing``, plus a gradient checker and
+the host-pass checker.
 
 ``check_grads(fn, args, order=1)`` validates autodiff (and custom gradient
 rules) against central finite differences, like ``jax.test_util.check_grads``.
+
+:class:`HostPassChecker` runs a Session's program a second time without host
+passes and compares (``IPUXL_CHECK_HOST_PASSES=1`` makes every Session use
+one).
 """
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -9,7 +14,7 @@ import numpy as np
 
 from . import dtypes
 
-__all__ = ["get_all_dtypes", "get_all_int_dtypes", "check_grads"]
+__all__ = ["get_all_dtypes", "get_all_int_dtypes", "check_grads", "HostPassChecker"]
 
 
 def get_all_dtypes():
@@ -237,3 +242,74 @@ def check_grads(fn: Callable, args: Sequence, order: int = 1, modes: Sequence[st
                     f"(eps={step}, computed in {np.dtype(fd_type).name}; atol={atol}, rtol={rtol})")
     finally:
         fd_sess.__exit__(None, None, None)
+
+
+class HostPassChecker:
+    """Checks a Session's host passes on every run: the program is also
+    built without them (the "shadow"), and each run of the Session runs
+    both from the same state and compares every output stream, variable
+    and remote buffer entry (float: ``rtol=1e-4, atol=1e-5``; others
+    exactly). A difference raises ``AssertionError`` naming the tensor and
+    the passes applied.
+
+    A Session creates one when the settings ask (``IPUXL_CHECK_HOST_PASSES``)
+    and its program has host passes applied, and hands each run to
+    :meth:`run` instead of its engine. Before each run the shadow takes the
+    Session engine's variables and remote buffers, so rounding differences
+    never accumulate across runs, and nothing else of the Session needs to
+    know about the shadow.
+    """
+
+    def __init__(self, session):
+        from .lowering import build
+
+        self.session = session
+        self.shadow = build(session.ir, "none")
+        # Under popdist the shadow exchanges with the other instances'
+        # shadows, as the Session's engine does with theirs.
+        session._distribute(self.shadow.engine)
+
+    def run(self, bound: List[Optional[np.ndarray]], n: int) -> List[int]:
+        """Runs the Session's engine on ``bound`` (its stream arrays, in
+        stream order) for ``n`` transfers, and the shadow on copies, and
+        compares; returns the engine's per-stream transfer counts."""
+        sess = self.session
+        prog, sh, eng = sess._prog, self.shadow, sess._engine
+        R = int(eng.replicas)
+        for v in prog.variables:
+            a = np.empty(v.shape, v.dtype.as_numpy())
+            for r in range(R):
+                eng.read_tensor(prog.tensor_index[v], a, r)
+                sh.engine.write_tensor(sh.tensor_index[v], a, r)
+        sess._remote.copy_to(sh.engine)
+        shadow_bound = [None if a is None else a.copy() for a in bound]
+        sh.engine.run(shadow_bound, n, sh.stream_item_bytes)
+        used = eng.run(bound, n, prog.stream_item_bytes)
+        pairs = [(f"stream {s.tensor_id!r}", bound[i], shadow_bound[i])
+                 for i, s in enumerate(prog.streams) if s in sess._d2h and bound[i] is not None]
+        for v in prog.variables:
+            for r in range(R):
+                a = np.empty(v.shape, v.dtype.as_numpy())
+                b = np.empty(v.shape, v.dtype.as_numpy())
+                eng.read_tensor(prog.tensor_index[v], a, r)
+                sh.engine.read_tensor(sh.tensor_index[v], b, r)
+                pairs.append((f"variable {v.id!r}" + (f" (replica {r})" if R > 1 else ""), a, b))
+        for bi, entries, shape, dt in sess._remote.buffers:
+            for r in range(R):
+                for e in range(entries):
+                    a, b = np.empty(shape, dt), np.empty(shape, dt)
+                    eng.read_remote(bi, e, r, a)
+                    sh.engine.read_remote(bi, e, r, b)
+                    pairs.append((f"remote buffer {bi} entry {e} (replica {r})", a, b))
+        for what, got, want in pairs:
+            if got.dtype.kind == "f":
+                ok = np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+            else:
+                ok = np.array_equal(got, want)
+            if not ok:
+                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+                raise AssertionError(
+                    f"host passes changed a result: {what} differs from the unfused program "
+                    f"(largest difference {np.nanmax(diff) if diff.size else 0}; passes applied: "
+                    f"{', '.join(k for k, c in prog.host_passes.items() if c)})")
+        return used

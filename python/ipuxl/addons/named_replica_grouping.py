@@ -56,21 +56,10 @@ _warned_assumed_ild_size = False
 
 
 def _poplar_target_options() -> dict:
-    """``POPLAR_TARGET_OPTIONS`` (a JSON object; ``{}`` when unset). The one
-    environment read of this module: poprun sets ``ipuLinkDomainSize`` there."""
-    import json
-    import os
+    """Poplar's target options (poprun sets ``ipuLinkDomainSize`` there)."""
+    from .. import settings
 
-    text = os.environ.get("POPLAR_TARGET_OPTIONS", "").strip()
-    if not text:
-        return {}
-    try:
-        opts = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"POPLAR_TARGET_OPTIONS is not valid JSON: {e}") from None
-    if not isinstance(opts, dict):
-        raise ValueError("POPLAR_TARGET_OPTIONS must be a JSON object")
-    return opts
+    return settings.poplar_target_options()
 
 
 def get_ild_size_from_popdist() -> int:

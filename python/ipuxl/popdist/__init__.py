@@ -27,11 +27,12 @@ MPI job; a peer that dies makes mpirun stop the job. Never a hang.
 Under ``ipuxl run`` / ``ipuxl poprun``, ``import popdist`` and
 ``import popdist.popart`` resolve here (unless a real popdist is installed).
 """
-import os
 import sys
 import threading
 import time
 from typing import NamedTuple, Optional
+
+from .. import settings
 
 __all__ = [
     "isPopdistEnvSet", "getNumInstances", "getInstanceIndex", "getNumTotalReplicas",
@@ -82,7 +83,7 @@ class Layout(NamedTuple):
 
 
 def _int_env(name: str, default: Optional[int] = None) -> Optional[int]:
-    raw = os.environ.get(name)
+    raw = settings.popdist_layout().get(name)
     if raw is None or raw == "":
         return default
     try:
@@ -95,7 +96,8 @@ def _int_env(name: str, default: Optional[int] = None) -> Optional[int]:
 
 def isPopdistEnvSet() -> bool:
     """True when the launcher's layout variables are set."""
-    return bool(os.environ.get(ENV["total"])) and bool(os.environ.get(ENV["instances"]))
+    env = settings.popdist_layout()
+    return bool(env.get(ENV["total"])) and bool(env.get(ENV["instances"]))
 
 
 def layout() -> Layout:
@@ -200,16 +202,9 @@ def communicator() -> "Communicator":
 
 
 def _timeout() -> float:
-    raw = os.environ.get(TIMEOUT_ENV, "")
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        t = float(raw)
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not t > 0:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r} must be positive")
-    return t
+    """Seconds a collective between instances may wait
+    (``IPUXL_POPDIST_TIMEOUT``, checked by :mod:`ipuxl.settings`)."""
+    return settings.current().popdist_timeout
 
 
 def import_mpi():
@@ -260,7 +255,7 @@ class Communicator:
     mpi4py. The two send the same messages on the same communicator."""
 
     _TAG = 7001
-    SPINS = int(os.environ.get("IPUXL_POPDIST_SPINS", "50"))
+    SPINS = settings.current().popdist_spins
 
     def __init__(self, lay: Layout):
         MPI = import_mpi()
@@ -277,9 +272,7 @@ class Communicator:
         self.size = lay.instances
         self.timeout = _timeout()
         self.calls = 0
-        mode = os.environ.get(EXCHANGE_ENV, "") or "auto"
-        if mode not in ("auto", "native", "mpi4py"):
-            raise ValueError(f"{EXCHANGE_ENV}={mode!r} is not one of auto, native, mpi4py")
+        mode = settings.current().popdist_exchange
         self.native, self.native_reason = None, f"{EXCHANGE_ENV}=mpi4py"
         if mode != "mpi4py":
             self.native, self.native_reason = _native_exchange(self, self.timeout)

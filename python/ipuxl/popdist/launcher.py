@@ -19,6 +19,7 @@ import subprocess
 import sys
 from typing import List, Optional
 
+from .. import settings
 from . import ENV, TIMEOUT_ENV
 
 __all__ = ["poprun_command", "main"]
@@ -50,7 +51,7 @@ def _check_layout(num_instances: int, num_replicas: int, ipus_per_replica: int) 
 def _python_path() -> str:
     """PYTHONPATH for the instances: this ipuxl first, then the caller's."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    old = os.environ.get("PYTHONPATH", "")
+    old = settings.child_environment().get("PYTHONPATH", "")
     return here + (os.pathsep + old if old else "")
 
 
@@ -64,7 +65,7 @@ def poprun_command(script: str, args: List[str], num_instances: int, num_replica
 
     _check_layout(num_instances, num_replicas, ipus_per_replica)
     mpi_args = list(mpi_args or [])
-    env = dict(os.environ)
+    env = settings.child_environment()
     env.update({ENV["total"]: str(num_replicas), ENV["instances"]: str(num_instances),
                 ENV["ipus"]: str(ipus_per_replica), "PYTHONPATH": _python_path()})
     env.pop(ENV["index"], None)  # each instance's index is its MPI rank

@@ -13,15 +13,17 @@ analytical IPU model (``cpp/model``, described in docs/ipu_model.md).
 The JSON's schema, which the viewer's page takes from any producer, is
 docs/profile.md.
 """
+import contextlib
 import os
 import sys
-from typing import Optional, Union
+import threading
+from typing import Iterator, List, Optional, Union
 
 from .model import MODEL_ENV, IpuModel, OutOfMemoryError
 from .report import Profile, load, profile_program
 
 __all__ = ["IpuModel", "OutOfMemoryError", "Profile", "profile_ir", "load", "compare",
-           "write_html", "MODEL_ENV", "autoreport_directory"]
+           "write_html", "MODEL_ENV", "autoreport_directory", "capture"]
 
 
 def profile_ir(ir, model: Union[IpuModel, str, None] = None, name: str = "") -> Profile:
@@ -66,10 +68,28 @@ def write_html(profiles, path: str, title: Optional[str] = None, labels=None,
 
 # ---- Session integration ------------------------------------------------
 
-#: The Sessions created while ``ipuxl profile`` runs a script
-#: (:class:`CapturedSession`), and the IpuModel it asked for.
-_captured = None
-_capture_model: Optional[IpuModel] = None
+# Active capture() blocks: (the list profiles go to, the IpuModel a "cpu"
+# session is profiled on). Process-wide, as ``ipuxl profile`` runs a script
+# whose Sessions may be created by any thread.
+_captures: list = []
+_captures_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def capture(model: Optional[IpuModel] = None) -> Iterator[List["CapturedSession"]]:
+    """Collects the profile of every Session created inside the ``with``
+    block, in creation order (``ipuxl profile`` runs a script inside one).
+    A ``"cpu"`` session is profiled on ``model`` (default: the settings'
+    IpuModel), as the command models an IPU whatever device a script picks.
+    Yields the list the :class:`CapturedSession` records are appended to."""
+    entry = ([], model)
+    with _captures_lock:
+        _captures.append(entry)
+    try:
+        yield entry[0]
+    finally:
+        with _captures_lock:
+            _captures.remove(entry)
 
 
 class CapturedSession:
@@ -92,25 +112,13 @@ class CapturedSession:
 
 def autoreport_directory() -> Optional[str]:
     """The directory ``POPLAR_ENGINE_OPTIONS`` asks reports to be written
-    to (``autoReport.all`` or ``autoReport.outputGraphProfile`` true), or None."""
-    text = os.environ.get("POPLAR_ENGINE_OPTIONS", "").strip()
-    if not text:
-        return None
-    import json
+    to (``autoReport.all`` or ``autoReport.outputGraphProfile`` true), or
+    None. The options are checked by :mod:`ipuxl.settings`: an unknown one
+    (``autoReport.directroy``) is a ValueError naming the closest, as
+    Poplar refuses it, never a report in the wrong place."""
+    from .. import settings  # noqa: PLC0415
 
-    try:
-        opts = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"POPLAR_ENGINE_OPTIONS is not valid JSON: {e}") from None
-    if not isinstance(opts, dict):
-        raise ValueError("POPLAR_ENGINE_OPTIONS must be a JSON object")
-
-    def on(key):
-        return str(opts.get(key, "false")).lower() in ("true", "1", "yes", "on")
-
-    if not (on("autoReport.all") or on("autoReport.outputGraphProfile")):
-        return None
-    return str(opts.get("autoReport.directory", "."))
+    return settings.current().autoreport_directory
 
 
 def write_report(profile: Profile, directory: str) -> str:
@@ -134,8 +142,9 @@ def session_model(session, device: str, model: Optional[IpuModel]) -> Optional[P
     hooks. ``"cpu"`` has no tile memory limit: nothing is computed unless a
     report is asked for."""
     report_dir = autoreport_directory()
-    capture = _captured is not None
-    if device == "cpu" and not report_dir and not capture:
+    with _captures_lock:
+        captures = list(_captures)
+    if device == "cpu" and not report_dir and not captures:
         return None
     prog = session._prog
     if model is None:
@@ -151,10 +160,10 @@ def session_model(session, device: str, model: Optional[IpuModel]) -> Optional[P
             raise profile.oom_error(f"the program of Ir {session._ir.id}")
     if report_dir:
         write_report(profile, report_dir)
-    if capture:
+    for captured, capture_model in captures:
         # ``ipuxl profile`` models an IPU whatever device the script chose.
-        _captured.append(CapturedSession(
+        captured.append(CapturedSession(
             profile if device != "cpu" else
-            profile_program(prog.faithful, prog.model_desc, _capture_model or model),
+            profile_program(prog.faithful, prog.model_desc, capture_model or model),
             session, device))
     return profile

@@ -1,12 +1,13 @@
 """``IpuModel``: which IPU the analytical model describes, and the
 out-of-memory error a program that does not fit raises."""
-import os
+import math
 from typing import Optional
 
 __all__ = ["IpuModel", "OutOfMemoryError", "MODEL_ENV"]
 
 #: Environment variable with default IpuModel options for ``"ipu_model"``
-#: sessions, e.g. ``IPUXL_IPU_MODEL="version=ipu21,tiles_per_ipu=16,allow_out_of_memory=1"``.
+#: sessions, e.g. ``IPUXL_IPU_MODEL="version=ipu21,tiles_per_ipu=16,allow_out_of_memory=1"``
+#: (read and checked by :mod:`ipuxl.settings`).
 MODEL_ENV = "IPUXL_IPU_MODEL"
 
 _VERSIONS = ("ipu1", "ipu2", "ipu21")
@@ -53,6 +54,11 @@ class IpuModel:
                              f"{memory_per_tile!r}")
         if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
             raise ValueError("IpuModel: available_memory_proportion must be in (0, 1]")
+        for name, v in (("clock_hz", clock_hz), ("host_bandwidth", host_bandwidth),
+                        ("streaming_bandwidth", streaming_bandwidth)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or
+                                  not math.isfinite(v) or v <= 0):
+                raise ValueError(f"IpuModel: {name} must be a positive finite number, got {v!r}")
         self.version = version
         self.tiles_per_ipu = tiles_per_ipu
         self.num_ipus = num_ipus
@@ -67,30 +73,12 @@ class IpuModel:
     @classmethod
     def from_env(cls, default: Optional["IpuModel"] = None) -> "IpuModel":
         """Options from ``IPUXL_IPU_MODEL`` (``key=value`` pairs separated by
-        commas) over ``default``."""
+        commas, each key and value checked by :mod:`ipuxl.settings`) over
+        ``default``."""
+        from .. import settings  # noqa: PLC0415
+
         base = dict(vars(default)) if default is not None else {}
-        text = os.environ.get(MODEL_ENV, "").strip()
-        if not text:
-            return cls(**base)
-        ints = ("tiles_per_ipu", "num_ipus", "num_io_tiles", "memory_per_tile")
-        floats = ("clock_hz", "host_bandwidth", "streaming_bandwidth", "available_memory_proportion")
-        for item in text.split(","):
-            if not item.strip():
-                continue
-            key, sep, value = item.partition("=")
-            key, value = key.strip(), value.strip()
-            if not sep:
-                raise ValueError(f"{MODEL_ENV}: expected key=value, got {item!r}")
-            if key == "version":
-                base[key] = value
-            elif key in ints:
-                base[key] = int(value)
-            elif key in floats:
-                base[key] = float(value)
-            elif key in ("allow_out_of_memory", "allow_oom"):
-                base["allow_out_of_memory"] = value.lower() in ("1", "true", "yes", "on")
-            else:
-                raise ValueError(f"{MODEL_ENV}: unknown option {key!r}")
+        base.update(settings.current().ipu_model_options)
         return cls(**base)
 
     def core_options(self, cpu: bool = False) -> dict:

@@ -13,7 +13,6 @@ older ``IPUXL_NO_FUSION=1``) runs none, ``IPUXL_HOST_PASSES=-fuse_epilogues,
 -reshape_views`` all but those, ``IPUXL_HOST_PASSES=fold_transposes`` only
 those named; ``Session(..., host_passes=...)`` takes the same forms.
 """
-import os
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
 from ..program import Program
@@ -31,16 +30,14 @@ Selection = Union[None, str, Iterable[str]]
 
 
 def enabled_passes(selection: Selection = None) -> Tuple[str, ...]:
-    """The names of the passes a selection enables. ``None`` reads
-    ``IPUXL_HOST_PASSES`` (and ``IPUXL_NO_FUSION``); a string is
+    """The names of the passes a selection enables. ``None`` takes the
+    settings' (``IPUXL_HOST_PASSES``, ``IPUXL_NO_FUSION``); a string is
     ``"all"``, ``"none"`` or a comma list of names, each optionally prefixed
     with ``-`` to remove it from all; an iterable lists names."""
     if selection is None:
-        selection = os.environ.get("IPUXL_HOST_PASSES", "")
-        if not selection and os.environ.get("IPUXL_NO_FUSION", "") not in ("", "0"):
-            selection = "none"
-        if not selection:
-            selection = "all"
+        from ... import settings  # noqa: PLC0415
+
+        selection = settings.current().host_passes
     if isinstance(selection, str):
         items = [s.strip() for s in selection.split(",") if s.strip()]
     else:

@@ -12,6 +12,7 @@ fixed per-level rule runs faster fused at the instruction-set level in use
 overrides it). Runs after ``skip_dead_ops``: an input gradient nobody reads
 stays unrun instead.
 """
+from ... import settings
 from ..._core_loader import core
 from ..program import Entry, Program
 from .analysis import alias_roots, is_f32, root_of, touches, writes
@@ -20,7 +21,8 @@ NAME = "fuse_input_grad_updates"
 
 
 def _prefer_fused(batch: int, rows: int, cols: int) -> bool:
-    return bool(core.prefer_fused_input_grad_update(batch, rows, cols))
+    mode = getattr(core.FusedUpdate, settings.current().fused_update)
+    return bool(core.prefer_fused_input_grad_update(batch, rows, cols, mode))
 
 
 def _is_shallow_update(u: Entry) -> bool:
