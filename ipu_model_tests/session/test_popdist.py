@@ -497,7 +497,8 @@ def test_without_the_c_module_the_mpi4py_path_is_used(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for i in (0, 1):
         line = Path(str(out).format(instance=i)).read_text()
-        assert line.split(" ", 5)[2:] == ["mpi4py", "2", "0", "[6.0, 6.0, 6.0]"], line
+        # 2 runs, each a handshake and the data exchange
+        assert line.split(" ", 5)[2:] == ["mpi4py", "4", "0", "[6.0, 6.0, 6.0]"], line
     r = _poprun(script, 2, 2, out, timeout=120, IPUXL_CORE_DIR=str(only_core),
                 IPUXL_POPDIST_EXCHANGE="native")
     assert r.returncode != 0

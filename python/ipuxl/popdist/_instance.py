@@ -3,7 +3,10 @@ script.py [args...]`` under ``mpirun``. Runs the script with the ``popxl`` /
 ``popdist`` import aliases; when it fails, aborts the whole MPI job so that
 no other instance waits for it."""
 import sys
+import time
 import traceback
+
+_ABORT_GRACE_S = 1.0
 
 
 def main(argv) -> int:
@@ -24,6 +27,10 @@ def main(argv) -> int:
     if code and mpi is not None:
         sys.stdout.flush()
         sys.stderr.flush()
+        # Errors that every instance finds at once (collectives whose
+        # instances disagree) are then printed by every instance before the
+        # first abort stops them all.
+        time.sleep(_ABORT_GRACE_S)
         mpi.COMM_WORLD.Abort(code if isinstance(code, int) and 0 < code < 256 else 1)
     return code
 
