@@ -12,6 +12,7 @@ import pytest
 from test_popdist import _poprun, exchange, needs_mpi  # noqa: F401 - the fixture
 
 MISMATCH = textwrap.dedent("""
+    import sys
     import numpy as np
     import popxl, popxl.ops as ops
     import popdist
@@ -35,7 +36,9 @@ MISMATCH = textwrap.dedent("""
         ops.collectives.replicated_all_reduce_(v, op, group)
     with popxl.Session(ir, "ipu_model") as sess:
         sess.run()
-        print("instance", me, "result", sess.get_tensor_data(v).tolist(), flush=True)
+        # One write per line: the instances share mpirun's output.
+        sys.stdout.write(f"instance {{me}} result {{sess.get_tensor_data(v).tolist()}}\\n")
+        sys.stdout.flush()
 """)
 
 
@@ -62,6 +65,7 @@ def test_mismatched_collectives_fail_on_every_instance_naming_the_op(tmp_path, w
 
 
 MATCHED = textwrap.dedent("""
+    import sys
     import numpy as np
     import popxl, popxl.ops as ops
     import popdist
@@ -72,8 +76,10 @@ MATCHED = textwrap.dedent("""
         ops.collectives.replicated_all_reduce_(v, "add")
     with popxl.Session(ir, "ipu_model") as sess:
         sess.run()
-        print("instance", popdist.getInstanceIndex(), "result",
-              sess.get_tensor_data(v).tolist(), flush=True)
+        # One write per line: the instances share mpirun's output.
+        sys.stdout.write(f"instance {popdist.getInstanceIndex()} result "
+                         f"{sess.get_tensor_data(v).tolist()}\\n")
+        sys.stdout.flush()
 """)
 
 
