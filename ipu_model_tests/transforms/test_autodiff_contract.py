@@ -418,7 +418,7 @@ def _make_ruleless_op(x):
     from ipuxl.opdef import _REGISTRY, define_op
     from ipuxl.ops.rules import like_input
     if "AutodiffTestNoRule" not in _REGISTRY:  # an op type with no gradient rule
-        define_op("AutodiffTestNoRule", like_input(0), kernel="Identity")
+        define_op("AutodiffTestNoRule", like_input(0), kernel="Identity", cost="copy")
     return create_op("AutodiffTestNoRule", [x], [("out", x.shape, x.dtype)]).outputs[0]
 
 
