@@ -10,7 +10,9 @@ the ``ai.graphcore`` domain, so that any ONNX runtime runs the model.
 Anything else (remote buffers, collectives, random ops, ``repeat`` / ``if``,
 in-place updates of variables, training ops) raises ``NotImplementedError``
 naming the op: the subset is the inference program, one host transfer per
-run.
+run. In-place ops on activations are exported as their out-of-place op
+whose output later readers of the input read; a write through a view
+(``reshape_`` then ``+=``) is not propagated back to the viewed tensor.
 """
 import math
 from typing import Dict, Mapping, Optional
@@ -215,6 +217,11 @@ def _emit_graph(b: _Builder, graph, streams_in, streams_out):
         outs = _emit_op(b, op, streams_in, streams_out)
         for t, name in zip(op.outputs, outs):
             b.env[id(t)] = name
+        # An in-place op (x += 1) writes its input: later readers of the input
+        # read the op's output, ONNX values being immutable.
+        for out_i, in_i in op.aliases:
+            if in_i in op.modified and op.inputs[in_i] is not None and out_i < len(outs):
+                b.env[id(op.inputs[in_i])] = outs[out_i]
 
 
 def onnx_model(ir, weights: Optional[Mapping] = None, name: str = "ipuxl"):
