@@ -195,6 +195,33 @@ def test_cli_exports_the_scripts_session(tmp_path):
     np.testing.assert_array_equal(got, a + b)
 
 
+def test_cli_exports_trained_mnist_test_session(tmp_path, capsys):
+    """The example trains, then tests a second Session holding the trained
+    weights; exporting that one (--session 2) gives a model whose accuracy
+    on the same test batches in onnxruntime is the one the script printed."""
+    mnist = load("examples/mnist_popxl.py")
+    script = os.path.join(ROOT, "examples", "mnist_popxl.py")
+    args = ["--dataset", "synthetic", "--limit-steps", "60", "--limit-test-steps", "3",
+            "--no-progress"]
+    out = tmp_path / "mnist.onnx"
+    # The training Session (which ran most) is refused, with the hint.
+    assert main(["export", "onnx", script, *args, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "op NlllWithSoftmaxGradDirect" in err and "--session N" in err
+    assert main(["export", "onnx", "--session", "2", script, *args, "--out", str(out)]) == 0
+    printed = [ln for ln in capsys.readouterr().out.splitlines() if "Accuracy on test set" in ln]
+    model = onnx.load(str(out))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    _, test_data = mnist.get_data(mnist.parse_args(args))
+    correct = seen = 0
+    for images, labels in test_data:
+        logits = sess.run(None, {"images": images.astype(np.float32)})[0]
+        correct += int(np.sum(np.argmax(logits, axis=-1) == labels))
+        seen += len(labels)
+    assert printed == [f"Accuracy on test set: {100.0 * correct / seen:.2f}%"]
+    assert correct > seen // 5  # trained weights, not the initial ones (chance is 1/10)
+
+
 def test_cli_refusal_names_the_op(tmp_path, capsys):
     script = os.path.join(ROOT, "examples", "user_guide", "repeat_graph_0.py")
     assert main(["export", "onnx", script, "--out", str(tmp_path / "m.onnx")]) == 1

@@ -74,7 +74,11 @@ def run_export(ns, run_script) -> int:
     try:
         _write(ns.format, captured[main], out)
     except (NotImplementedError, ImportError) as e:
-        print(f"ipuxl export {ns.format}: {e}", file=sys.stderr)
+        hint = ""
+        if len(captured) > 1 and ns.session is None:
+            hint = (f" (exported session {main + 1} of {len(captured)}, the one that ran most; "
+                    "--session N picks another, such as a test Session)")
+        print(f"ipuxl export {ns.format}: {e}{hint}", file=sys.stderr)
         return 1
     print(f"ipuxl export: wrote {out} ({ns.format}, session {main + 1} of {len(captured)})")
     return code
