@@ -19,6 +19,8 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
+from ..opdef import get_opdef
+
 __all__ = ["onnx_model", "OPSET"]
 
 OPSET = 11
@@ -149,16 +151,17 @@ def _emit_softmax(b, op, x, base):
 
 def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
     typ, base = op.type, op.name.replace("/", "_")
+    kind = get_opdef(typ).kind
     core = typ[:-len("Inplace")] if typ.endswith("Inplace") else typ
     core = core[:-len("Lhs")] if core.endswith("Lhs") else core
-    if op.modified and typ != "HostStore":
+    if op.modified:
         for i in op.modified:
             t = op.inputs[i]
             if t is not None and t.tensor_type == "Variable":
                 raise NotImplementedError(f"ONNX export: op {typ} ({op.name!r}) updates variable "
                                           f"{t.id!r}: training updates are not in the inference "
                                           "subset")
-    if typ == "HostLoad":
+    if kind == "host_load":
         stream = op.attrs["_stream"]
         if stream.tensor_id in streams_in:
             raise NotImplementedError(f"ONNX export: stream {stream.tensor_id!r} is loaded "
@@ -167,7 +170,7 @@ def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
         streams_in[stream.tensor_id] = name
         b.inputs.append(b.value_info(name, op.outputs[0]))
         return [name]
-    if typ == "HostStore":
+    if kind == "host_store":
         stream = op.attrs["_stream"]
         if stream.tensor_id in streams_out:
             raise NotImplementedError(f"ONNX export: stream {stream.tensor_id!r} is stored "
@@ -178,7 +181,7 @@ def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
                                      name=b.fresh(f"{base}/Identity")))
         b.outputs.append(b.value_info(name, op.inputs[0]))
         return []
-    if typ == "Call":
+    if kind == "call":
         graph = op.called_graphs[0]
         for inner, outer in zip(graph.inputs, op.inputs):
             b.env[id(inner)] = _name(b, outer)

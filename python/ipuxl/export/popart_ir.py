@@ -13,6 +13,7 @@ tests read it) reads this one unchanged.
 """
 from typing import Dict, List
 
+from ..opdef import get_opdef
 from .popart_ids import popart_identifier
 
 __all__ = ["popart_ir", "unmapped_op_types", "all_graphs", "onnx_dtype_name"]
@@ -127,10 +128,11 @@ def popart_ir(ir) -> dict:
         ops = []
         for op in g.get_op_schedule():
             entry = _op_json(op)
-            if op.type == "HostLoad":
+            kind = get_opdef(op.type).kind
+            if kind == "host_load":
                 ops.extend(_with_init(op, entry, taken))
                 continue
-            if op.type == "Repeat":
+            if kind == "repeat":
                 wid, wops = _loop_wrapper(op, entry, graph_ids)
                 wrappers[wid] = wops
             ops.append(entry)
