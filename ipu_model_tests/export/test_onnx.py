@@ -140,6 +140,26 @@ def test_inplace_on_activation_read_after():
     np.testing.assert_allclose(got, _session_run(ir, {xs: x})[os_], rtol=1e-6)
 
 
+def test_call_writing_a_by_ref_activation():
+    def add_one_(t: popxl.TensorByRef):
+        t += 1.0
+
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((2,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        h = x * 3.0
+        g = ir.create_graph(add_one_, h)
+        ops.call(g, h)
+        out = h * 2.0
+        os_ = popxl.d2h_stream(out.shape, out.dtype, name="out")
+        ops.host_store(os_, out)
+    x = np.array([1.0, 2.0], np.float32)
+    got = _ort_run(onnx_model(ir), {"x": x})["out"]
+    np.testing.assert_allclose(got, (3 * x + 1) * 2, rtol=1e-6)
+    np.testing.assert_allclose(got, _session_run(ir, {xs: x})[os_], rtol=1e-6)
+
+
 def test_variable_update_refused():
     ir = popxl.Ir()
     with ir.main_graph:

@@ -186,6 +186,9 @@ def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
         for inner, outer in zip(graph.inputs, op.inputs):
             b.env[id(inner)] = _name(b, outer)
         _emit_graph(b, graph, streams_in, streams_out)
+        # An input the call site marks modified: the caller reads the callee's write.
+        for i in op.modified:
+            b.env[id(op.inputs[i])] = _name(b, graph.inputs[i])
         return [_name(b, t) for t in graph.outputs]
     ins = [_name(b, t) for t in op.inputs if t is not None]
     if core in _BINARY and len(ins) == 2:
@@ -215,7 +218,18 @@ def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
                               f"subset ONNX opset {OPSET} export supports")
 
 
+def _host_value(t, value) -> np.ndarray:
+    """A variable's or constant's value for its initializer: ``value`` when
+    given, else the one it was created with."""
+    if value is None:
+        value = t._host_data
+    return np.asarray(value).astype(t.dtype.as_numpy(), copy=False).reshape(t.shape)
+
+
 def _emit_graph(b: _Builder, graph, streams_in, streams_out):
+    for t in graph.constants:  # a called graph's own constants (``t + 1.0`` inside it)
+        if id(t) not in b.env:
+            b.env[id(t)] = b.const(_host_value(t, None), t.id)
     for op in graph.get_op_schedule():
         outs = _emit_op(b, op, streams_in, streams_out)
         for t, name in zip(op.outputs, outs):
@@ -241,12 +255,8 @@ def onnx_model(ir, weights: Optional[Mapping] = None, name: str = "ipuxl"):
     b = _Builder(onnx)
     weights = dict(weights or {})
     main = ir.main_graph
-    for t in list(main.variables) + list(main.constants):
-        value = weights.get(t)
-        if value is None:
-            value = t._host_data
-        arr = np.asarray(value).astype(t.dtype.as_numpy(), copy=False).reshape(t.shape)
-        b.env[id(t)] = b.const(arr, t.id)
+    for t in main.variables:
+        b.env[id(t)] = b.const(_host_value(t, weights.get(t)), t.id)
     _emit_graph(b, main, {}, {})
     if not b.outputs:
         raise NotImplementedError("ONNX export: the program stores nothing to the host "
