@@ -49,7 +49,8 @@ def test_simple_addition(tmp_path):
     assert add["inputs"][0] == {"name": add["inputs"][0]["name"], "shape": "[1]",
                                 "type": "FLOAT", "index": "0"}
     assert main_ops[5]["inputs"][0]["name"] == add["outputs"][0]["name"]
-    # PopART writes every value as a string.
+    # PopART writes every value as a string, the execution context by its name.
+    assert {op["attributes"]["executionContext"] for op in main_ops} == {"Normal"}
     for op in main_ops:
         assert all(isinstance(v, str) for v in op["attributes"].values())
 

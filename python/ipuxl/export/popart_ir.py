@@ -13,6 +13,7 @@ tests read it) reads this one unchanged.
 """
 from typing import Dict, List
 
+from ..context import _CONTEXT_NAMES
 from ..opdef import get_opdef
 from .popart_ids import popart_identifier
 
@@ -45,13 +46,21 @@ def all_graphs(ir) -> list:
     return [main] + [seen[k] for k in sorted(seen)]
 
 
+#: ipuxl's execution context name -> PopART's (``operator<<(ExecutionContext)``).
+_POPART_CONTEXT = {ours: popart for popart, ours in _CONTEXT_NAMES.items()}
+
+
+def _context(op) -> str:
+    return _POPART_CONTEXT.get(op.execution_context, str(op.execution_context))
+
+
 def _shape(shape) -> str:
     return "[" + " ".join(str(int(d)) for d in shape) + "]"
 
 
 def _attributes(op) -> Dict[str, str]:
     attrs = {k: str(v) for k, v in sorted(op.attrs.items()) if not k.startswith("_")}
-    attrs["executionContext"] = str(op.execution_context)
+    attrs["executionContext"] = _context(op)
     if op.ipu is not None:
         attrs["__ipu_number"] = str(op.ipu)
     if op.called_graphs:
@@ -109,7 +118,7 @@ def _loop_wrapper(op, entry: dict, graph_ids: set) -> tuple:
             "name": f"{wid}__call__{body.id}",
             "inputs": [ref(t, i) for i, t in enumerate(body.inputs)],
             "outputs": [ref(t, i) for i, t in enumerate(body.outputs)],
-            "attributes": {"executionContext": str(op.execution_context), "callee": body.id}}
+            "attributes": {"executionContext": _context(op), "callee": body.id}}
     entry["attributes"]["callee"] = wid
     return wid, [call]
 
