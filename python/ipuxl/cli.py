@@ -13,6 +13,11 @@ default the one that ran most) to ``profile.json`` / ``profile.html`` in
 --compare a.json b.json`` compares two profiles (a table, and
 ``compare.html``).
 
+``ipuxl export popart-ir|onnx script.py [args...] --out FILE`` runs it the
+same way and exports the Ir of its main Session (the one that ran most, or
+``--session N``): PopART's IR JSON dump, or an ONNX opset 11 model of the
+inference program (see :mod:`ipuxl.export`).
+
 ``ipuxl poprun --num-instances N --num-replicas R [--mpi-args ARGS]
 script.py [args...]`` runs it as N instances (processes) of R/N replicas
 each under Open MPI's ``mpirun``, as Graphcore's ``poprun`` (see
@@ -211,6 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-html", action="store_true", help="write the json files only")
     pr.add_argument("script", nargs="?", help="the PopXL script to run and profile")
     pr.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    ex = sub.add_parser(
+        "export", help="export a PopXL script's program: PopART IR JSON or ONNX",
+        description="Runs SCRIPT with ARGS on ipuxl and exports the Ir of its main Session "
+                    "(the one that ran most): popart-ir writes PopART's IR JSON dump "
+                    "(POPART_IR_DUMP), onnx an ONNX opset 11 model of the inference program "
+                    "with the variables' values when the script ended.")
+    ex.add_argument("format", choices=("popart-ir", "onnx"), help="what to write")
+    ex.add_argument("--out", default=None, metavar="FILE",
+                    help="the file to write; may also come last, after the script's arguments")
+    ex.add_argument("--session", type=int, default=None, metavar="N",
+                    help="the Session to export (1 = the first the script creates)")
+    ex.add_argument("script", help="the PopXL script to run")
+    ex.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     pp = sub.add_parser("poprun", help="run a PopXL script as several instances (processes) "
                                        "with mpirun, as poprun")
     pp.add_argument("--num-instances", type=int, required=True, help="processes to start")
@@ -255,6 +273,10 @@ def main(argv=None) -> int:
         return _run(ns.script, ns.args)
     if ns.command == "profile":
         return _profile(ns)
+    if ns.command == "export":
+        from .export.command import run_export
+
+        return run_export(ns, _run)
     return 2
 
 

@@ -95,12 +95,14 @@ def capture(model: Optional[IpuModel] = None) -> Iterator[List["CapturedSession"
 class CapturedSession:
     """A Session created while ``ipuxl profile`` runs a script: its
     profile (on the IPU model, whatever device the script chose), its
-    device, and its engine, whose run count is read when the script ends
-    (at creation it has run 0 times)."""
+    device, its Ir (``ipuxl export`` exports it), and its engine, whose run
+    count is read when the script ends (at creation it has run 0 times)."""
 
     def __init__(self, profile: Profile, session, device: str):
         self.profile = profile
         self.device = device
+        self.session = session
+        self.ir = session._ir
         self._engine = session._engine
 
     def finish(self) -> Profile:
