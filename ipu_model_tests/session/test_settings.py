@@ -19,13 +19,17 @@ from ipuxl import profile as prof
 from ipuxl._core_loader import core
 
 ROOT = Path(__file__).resolve().parents[2]
+# The folder of the ipuxl this process imported (the checkout's python/
+# with a developer core, or site-packages with an installed one): children
+# import the same.
+PACKAGE_PARENT = Path(popxl.__file__).resolve().parents[1]
 
 
 def _env(**kw):
     env = dict(os.environ)
     if env.get("IPUXL_CORE_DIR"):
         env["IPUXL_CORE_DIR"] = os.path.abspath(env["IPUXL_CORE_DIR"])
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), env.get("PYTHONPATH", "")])
     env.update(kw)
     return env
 

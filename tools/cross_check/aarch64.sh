@@ -5,7 +5,7 @@
 #   apt-get install g++-aarch64-linux-gnu qemu-user   # Debian packages
 #   tools/cross_check/aarch64.sh [build-dir]
 # With CXX=g++ QEMU= it builds and runs the same test natively (x86-64:
-# the best level the CPU has; IPUXL_ISA forces one).
+# the best level the CPU has).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$here/build/cross_check}
@@ -14,7 +14,7 @@ QEMU=${QEMU-qemu-aarch64}
 mkdir -p "$out/obj"
 flags=(-std=c++17 -O2 -fno-math-errno -fno-trapping-math -pthread -I "$here/cpp")
 # One object per source, as many compilers at once as there are cores.
-find "$here/cpp" -name '*.cpp' ! -name bindings.cpp -print0 | sort -z |
+find "$here/cpp" -name '*.cpp' ! -name 'bindings*.cpp' -print0 | sort -z |
   xargs -0 -P "$(nproc)" -I{} bash -c \
     'o="$1/obj/$(echo "$2" | sed "s|/|_|g").o"; "$3" "${@:4}" -c "$2" -o "$o"' \
     bash "$out" {} "$CXX" "${flags[@]}"
@@ -24,7 +24,8 @@ find "$here/cpp" -name '*.cpp' ! -name bindings.cpp -print0 | sort -z |
   -o "$out/selftest" -ldl
 if [ -n "$QEMU" ]; then
   "$QEMU" "$out/selftest"
-  IPUXL_NUM_THREADS=1 "$QEMU" "$out/selftest"
+  "$QEMU" "$out/selftest" 1
 else
   "$out/selftest"
+  "$out/selftest" 1
 fi

@@ -270,8 +270,11 @@ void test_softmax_gelu(std::mt19937& rng) {
 
 }  // namespace
 
-int main() {
+// Optional argument: the thread count (the core reads no environment; its
+// Python side passes the count, this test its command line).
+int main(int argc, char** argv) {
   try {
+    if (argc > 1) set_num_threads(std::stoi(argv[1]));
     std::printf("ipuxl core self-test: level %s, GEMM %s, %d thread(s)\n",
                 isa::level_name(isa::level()), gemm::kernel_name(), num_threads());
     std::mt19937 rng(2026);
