@@ -15,8 +15,7 @@ The network of Graphcore's PopXL MNIST tutorial (784 -> 512 -> 512 -> 512
 It prints the profiles side by side, saves each one's ``profile.json``
 (``inlined.json``, ``outlined.json``, ``repeat.json``) and writes the
 viewer's comparison page ``profile_outlining.html`` (memory and code by
-category and by Function, with their differences to the inlined program;
-the page needs plotly: ``pip install 'ipuxl[profile]'``)::
+category and by Function, with their differences to the inlined program)::
 
     python examples/profile_outlining.py [--layers 4] [--batch 16] [--out DIR]
     ipuxl profile --compare DIR/inlined.json DIR/outlined.json --out DIR

@@ -236,7 +236,6 @@ def test_cli_profiles_every_session(tmp_path):
 
 
 def test_cli_writes_a_page_for_every_session(tmp_path):
-    pytest.importorskip("plotly", reason="the viewer's pages need plotly")
     script = tmp_path / "train.py"
     script.write_text(TWO_SESSIONS)
     out = tmp_path / "out"

@@ -7,7 +7,7 @@ packages are installed), ``sys.argv`` is ``[script.py, args...]``.
 ``ipuxl profile [options] script.py [args...]`` runs it the same way and
 writes the IPU model's profile of every Session it creates
 (``profile_N.json`` and the viewer's ``profile_N.html`` when there are
-several; the page needs plotly) and of the main one (``--session N``, by
+several) and of the main one (``--session N``, by
 default the one that ran most) to ``profile.json`` / ``profile.html`` in
 ``--out``, lists the Sessions and prints a short table. ``ipuxl profile
 --compare a.json b.json`` compares two profiles (a table, and

@@ -8,7 +8,7 @@ analytical IPU model (``cpp/model``, described in docs/ipu_model.md).
 * :func:`compare` / :func:`write_html` put several side by side.
 * ``POPLAR_ENGINE_OPTIONS='{"autoReport.all":"true","autoReport.directory":"DIR"}'``
   makes every Session write ``DIR/profile.json`` (and the viewer's
-  ``profile.html`` when plotly is installed), as Poplar writes ``profile.pop``.
+  ``profile.html``), as Poplar writes ``profile.pop``.
 
 The JSON's schema, which the viewer's page takes from any producer, is
 docs/profile.md.
@@ -59,8 +59,7 @@ def write_html(profiles, path: str, title: Optional[str] = None, labels=None,
                links=None) -> str:
     """The viewer: one self-contained HTML page for a profile, or the
     comparison of several (labelled by ``labels`` or their names; ``links``
-    to other pages, ``{"label", "href"}``); needs plotly
-    (``pip install 'ipuxl[profile]'``)."""
+    to other pages, ``{"label", "href"}``)."""
     from .html import write_html as _w
 
     return _w(list(profiles), path, title=title, labels=labels, links=links)
@@ -124,15 +123,11 @@ def autoreport_directory() -> Optional[str]:
 
 
 def write_report(profile: Profile, directory: str) -> str:
-    """Writes ``profile.json`` (and the viewer's ``profile.html`` when
-    plotly is installed) into ``directory``; returns the json path."""
+    """Writes ``profile.json`` and the viewer's ``profile.html`` into
+    ``directory``; returns the json path."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "profile.json")
     profile.save(path)
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        return path
     profile.html(os.path.join(directory, "profile.html"))
     return path
 

@@ -11,6 +11,5 @@ __all__ = ["write_html"]
 def write_html(profiles, path: str, title: Optional[str] = None,
                labels: Optional[Sequence[str]] = None, links=None) -> str:
     """Writes the page for ``profiles`` (one: its views; several: a
-    comparison, labelled by ``labels`` or their names) to ``path``; needs
-    plotly (``pip install 'ipuxl[profile]'``)."""
+    comparison, labelled by ``labels`` or their names) to ``path``."""
     return write_page(list(profiles), path, title=title, labels=labels, links=links)

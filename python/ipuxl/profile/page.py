@@ -5,9 +5,11 @@ The page holds one JSON blob (``<script type="application/json"
 id="ipuxl-data">``): for each profile, its ``ipuxl-profile-1`` JSON (the
 schema in docs/profile.md, as :meth:`Profile.to_dict` writes it) plus a
 ``label`` and the ``insights`` of :mod:`.insights`. The views are drawn
-from that blob in the browser by ``viewer/viewer.js`` with plotly.js,
-which is inlined once per page from the ``plotly`` package (the optional
-extra ``ipuxl[profile]``).
+from that blob in the browser by ``viewer/viewer.js``; the charts are
+SVG drawn by ``viewer/charts.js`` (a figure is described as plotly.js
+takes it, the subset the views use). The page needs no plotting library:
+plotly.js, inlined, made a page 4.6 MB larger and its charts wait about
+2 s for the browser to compile it (bench/results/2026-12-02-viewer.md).
 
 Another producer (a Poplar program's autoReport) writes the same JSON;
 ``write_page([ipuxl.profile.load(path)], out)`` makes its page (the
@@ -21,20 +23,10 @@ from typing import Dict, List, Optional, Sequence
 
 from .insights import insights
 
-__all__ = ["write_page", "write_page_from_json", "page_data", "plotly_js", "unique_labels"]
+__all__ = ["write_page", "write_page_from_json", "page_data", "unique_labels"]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "viewer")
-_VIEWER_FILES = ("viewer.js", "views.js", "program.js", "compare.js")
-
-
-def plotly_js() -> str:
-    """plotly.js, minified, from the installed ``plotly`` package."""
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise ImportError("the profile viewer needs plotly: pip install 'ipuxl[profile]' "
-                          "(or pip install plotly)") from None
-    return get_plotlyjs()
+_VIEWER_FILES = ("viewer.js", "charts.js", "views.js", "program.js", "compare.js")
 
 
 def _asset(name: str) -> str:
@@ -98,8 +90,6 @@ def write_page_from_json(blobs: List[Dict], path: str, title: Optional[str] = No
         f"<title>{_html.escape(title)}</title>\n"
         f"<style>{_asset('viewer.css')}</style>\n"
         "</head><body>\n<div id=\"app\"></div>\n"
-        # Text, run by viewer.js once the first view is drawn (loadPlotly).
-        f"<script type=\"text/plain\" id=\"plotly-src\">{plotly_js()}</script>\n"
         f"<script type=\"application/json\" id=\"ipuxl-data\">{_script_json(data)}</script>\n"
         f"<script>{js}</script>\n</body></html>\n")
     with open(path, "w", encoding="utf-8") as f:

@@ -333,8 +333,8 @@ class Profile:
             json.dump(self.to_dict(), f)
 
     def html(self, path: str, title: Optional[str] = None) -> str:
-        """Writes the viewer's self-contained HTML page of this profile
-        (needs plotly: ``pip install 'ipuxl[profile]'``); returns the path."""
+        """Writes the viewer's self-contained HTML page of this profile;
+        returns the path."""
         from .html import write_html
 
         return write_html([self], path, title=title)

@@ -25,7 +25,10 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     "globalExchangeCode"];
 
   // ---- formatting
-  X.int = function (v) { return Math.round(Number(v) || 0).toLocaleString("en-US"); };
+  // One formatter for all numbers: toLocaleString makes one per call,
+  // which is most of the time a table of a few thousand rows takes.
+  const NF = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+  X.int = function (v) { return NF.format(Math.round(Number(v) || 0)); };
   X.bytes = function (v) {
     v = Number(v) || 0;
     const a = Math.abs(v);
@@ -127,51 +130,13 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     return X.el("div", {}, wrap, more);
   };
 
-  /* Draws a plotly chart into div; before plotly.js has loaded (it is
-   * compiled after the first view is on screen, see loadPlotly) the chart
-   * waits in a queue. */
-  X.pending = [];
+  /* Draws a chart (charts.js: plotly's trace and layout shapes, drawn as
+   * SVG) into div; onclick: a click handler, or {event name: handler}. */
   X.plot = function (div, traces, layout, onclick) {
-    layout = Object.assign({ margin: { l: 60, r: 20, t: 30, b: 50 }, font: { size: 11 },
-      paper_bgcolor: "#fff", plot_bgcolor: "#fff", legend: { orientation: "h", y: -0.2 } },
-    layout || {});
-    // plotly.js 3 takes an axis title as {text}, no longer as a string.
-    for (const k in layout)
-      if (/^[xy]axis\d*$/.test(k) && layout[k] && typeof layout[k].title === "string")
-        layout[k] = Object.assign({}, layout[k], { title: { text: layout[k].title } });
-    if (!window.Plotly) {
-      X.pending.push([div, traces, layout, onclick]);
-      if (!div.firstChild) div.appendChild(el("p", { class: "muted loading" }, "drawing the chart…"));
-      return div;
-    }
-    div.innerHTML = "";
-    Plotly.newPlot(div, traces, layout, { displaylogo: false, responsive: true });
-    // onclick: a plotly_click handler, or {event name: handler}.
+    layout = Object.assign({ margin: { l: 60, r: 20, t: 30, b: 50 } }, layout || {});
     const on = typeof onclick === "function" ? { plotly_click: onclick } : (onclick || {});
-    for (const ev in on) div.on(ev, on[ev]);
+    X.chart(div, traces, layout, on);
     return div;
-  };
-  /* plotly.js is in the page as text (#plotly-src): it is run from a Blob
-   * URL, asynchronously, so the browser compiles its 4.6 MB off the main
-   * thread after the first view (tables) is drawn. */
-  X.loadPlotly = function () {
-    const src = document.getElementById("plotly-src");
-    if (window.Plotly || !src) return X.flushPlots();
-    const url = URL.createObjectURL(new Blob([src.textContent], { type: "text/javascript" }));
-    const s = document.createElement("script");
-    s.async = true;
-    s.src = url;
-    s.onload = () => { URL.revokeObjectURL(url); X.flushPlots(); };
-    s.onerror = () => { window.ipuxlChartsError = "plotly.js did not load"; };
-    document.head.appendChild(s);
-  };
-  X.flushPlots = function () {
-    const todo = X.pending;
-    X.pending = [];
-    for (const [div, traces, layout, onclick] of todo)
-      if (document.body.contains(div)) X.plot(div, traces, layout, onclick);
-    window.ipuxlChartsMs = performance.now();
-    window.ipuxlCharts = true;
   };
   X.plotDiv = function (id, height) {
     return X.el("div", { class: "plot", id: id, style: `height:${height || 340}px` });
@@ -264,11 +229,17 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
       s.classList.toggle("active", s.id === "view-" + id);
     const sec = document.getElementById("view-" + id);
     if (!v.drawn) {
+      const t0 = performance.now();
       sec.innerHTML = "";
       v.draw(sec, X.profile());
       v.drawn = true;
+      // How long each view took to draw (the open-time test prints them).
+      (window.ipuxlDrawMs = window.ipuxlDrawMs || {})[id] = performance.now() - t0;
+    } else {
+      // Charts drawn while the window had another width follow it.
+      for (const d of sec.querySelectorAll(".chart"))
+        if (d.chart && d.chart.width !== d.clientWidth) d.chart.render();
     }
-    if (window.Plotly) for (const d of sec.querySelectorAll(".js-plotly-plot")) Plotly.Plots.resize(d);
     X.state.view = id;
     document.body.dataset.view = id;
   };
@@ -305,11 +276,14 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     app.appendChild(head);
     app.appendChild(nav);
     app.appendChild(main);
-    X.show(d.mode === "compare" ? "compare" : "summary");
-    // Milliseconds from the start of navigation to the first view drawn.
-    window.ipuxlReadyMs = performance.now();
-    window.ipuxlReady = true;
-    setTimeout(X.loadPlotly, 0);
+    // page.html#memory opens on that view.
+    const want = location.hash.slice(1);
+    X.show(X.views[want] && (!X.views[want].compareOnly || d.mode === "compare") ? want :
+      d.mode === "compare" ? "compare" : "summary");
+    // Milliseconds from the start of navigation to the first view drawn
+    // (its charts are drawn with it).
+    window.ipuxlReadyMs = window.ipuxlChartsMs = performance.now();
+    window.ipuxlReady = window.ipuxlCharts = true;
   }
   document.addEventListener("DOMContentLoaded", init);
 })(ipuxl);

@@ -220,7 +220,7 @@
     let rows = X.steps(p, "main").map((s) => Object.assign(s, { depth: 0, base: s.live }));
     const div = X.plotDiv("plot-liveness", 380), diff = el("div", { id: "step-diff" });
     const tableBox = el("div", { class: "scroll", style: "max-height:520px" });
-    let selected = -1, shown = 1500;
+    let selected = -1, shown = 500;
     // Always-live bytes are the same at every step; shown on request
     // (legend) when they would flatten the not-always-live bars.
     let showBase = base <= 4 * Math.max(1, ...rows.map((r) => r.live));
