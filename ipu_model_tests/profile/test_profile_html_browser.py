@@ -581,3 +581,49 @@ def test_a_profile_from_another_producer(tmp_path):
         assert [r[0] for r in _rows(b, "tile-tensors")] == ["w", "x"]
     finally:
         b.close()
+
+
+def test_include_gaps(tmp_path):
+    """PopVision's "include gaps": a producer's gaps_per_tile are stacked
+    on request, count towards the tile's memory, and are listed for a tile;
+    a profile without them (every ipuxl one) has the box disabled."""
+    d = _other_producer_profile()
+    d["gaps_per_tile"] = [8, 0, 900, 40]
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(d))
+    p = prof.load(str(path))
+    assert p.gaps_per_tile.tolist() == [8, 0, 900, 40]
+    bad = dict(d, gaps_per_tile=[1, 2])
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="gaps_per_tile has 2 entries, expected one per tile"):
+        prof.load(str(tmp_path / "bad.json"))
+    page = p.html(str(tmp_path / "profile.html"))
+    plain = prof.profile_ir(_ir(True), SMALL, name="no gaps")
+    assert plain.gaps_per_tile is None
+    plain_page = plain.html(str(tmp_path / "plain.html"))
+    if _skip_reason() is not None:
+        pytest.skip(_skip_reason())
+    b = Chromium(tempfile.mkdtemp(prefix="ipuxl-chromium-"))
+    try:
+        b.open("file://" + page)
+        _show(b, "memory")
+        names = lambda: b.eval("document.getElementById('plot-tiles').data.map(t => t.name)")  # noqa: E731
+        over = lambda: b.eval("document.getElementById('plot-tiles').data"  # noqa: E731
+                              ".find(t => t.name.startsWith('over')).x")
+        assert "gaps" not in names() and over() == [3]
+        b.eval("const c = document.getElementById('include-gaps'); c.click();")
+        b.wait_for("document.getElementById('plot-tiles').data.some(t => t.name === 'gaps')")
+        gaps = b.eval("document.getElementById('plot-tiles').data.find(t => t.name === 'gaps').y")
+        assert np.allclose(np.array(gaps) * 1024, d["gaps_per_tile"])
+        # Tile 2: 150 B of data and 900 B of gaps is over the 1000 B tile.
+        assert over() == [2, 3]
+        b.eval("ipuxl.selectTile(2)")
+        cats = {r[0]: r[1] for r in _rows(b, "tile-detail table")}
+        assert cats.get("gaps") == "900"
+        b.screenshot(str(tmp_path / "gaps.png"))
+        b.open("file://" + plain_page)
+        _show(b, "memory")
+        assert b.eval("document.getElementById('include-gaps').disabled") is True
+        assert b.page_errors() == []
+    finally:
+        b.close()

@@ -102,6 +102,15 @@ class Profile:
         for c in ALWAYS_LIVE + ("notAlwaysLive",):
             self.per_tile.setdefault(c, np.zeros(n))
         self.loaded_code = np.asarray(raw.get("loaded_code", []), dtype=np.float64)
+        #: Bytes per tile between allocations (alignment, memory elements),
+        #: PopVision's "include gaps"; None when the producer has no layout
+        #: (ipuxl's model places no addresses, so it writes none).
+        self.gaps_per_tile: Optional[np.ndarray] = None
+        if raw.get("gaps_per_tile") is not None:
+            self.gaps_per_tile = np.asarray(raw["gaps_per_tile"], dtype=np.float64)
+            if self.gaps_per_tile.shape != (n,):
+                raise ValueError(f"profile {self.name!r}: gaps_per_tile has "
+                                 f"{self.gaps_per_tile.size} entries, expected one per tile ({n})")
         self.ops: Dict[str, list] = {k: list(v) if not isinstance(v, np.ndarray) else v
                                      for k, v in raw["ops"].items()}
         self.graphs: List[Dict] = [dict(g) for g in raw["graphs"]]

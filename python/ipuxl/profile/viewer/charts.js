@@ -43,12 +43,14 @@
     const a = Math.abs(v), t = (x) => String(+x.toPrecision(4));
     return a >= 1e9 ? t(v / 1e9) + "G" : a >= 1e6 ? t(v / 1e6) + "M" : a >= 1e4 ? t(v / 1e3) + "k" : t(v);
   }
-  function niceTicks(lo, hi, n) {
+  function niceTicks(lo, hi, n, ints) {
     if (lo > hi) [lo, hi] = [hi, lo];
     const span = hi - lo;
     if (!(span > 0)) return [lo];
     const raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw))), r = raw / mag;
-    const step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag, out = [];
+    let step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+    if (ints) step = Math.max(1, step);
+    const out = [];
     for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
       out.push(+v.toPrecision(12));
     return out;
@@ -96,9 +98,13 @@
         shown: t.visible === undefined || t.visible === true };
     });
     const num = (a, v) => v === null || v === undefined ? null : a.cats ? a.catIndex.get(v) : +v;
+    for (const a of Object.values(axes)) a.ints = true;
     for (const it of this.items) {
       it.xs = it.x.map((v) => num(it.xa, v));
       it.ys = it.y.map((v) => num(it.ya, v));
+      // An axis of whole numbers (tiles, steps) gets no fractional ticks.
+      for (const [a, vs] of [[it.xa, it.xs], [it.ya, it.ys]])
+        if (a.ints && !vs.every((v) => v === null || Number.isInteger(v))) a.ints = false;
     }
     // Bars: slot width, grouping and stacking per position axis.
     const mode = L.barmode || "group", gap = L.bargap === undefined ? 0.2 : L.bargap;
@@ -162,7 +168,9 @@
         extend(it.xa, it.xs[k]);
         extend(it.ya, it.top ? it.top[k] : it.ys[k]);
       }
-      if ((it.t.mode || "").includes("markers")) it.xa.pad = 0.03;
+      // Markers alone get some room at the ends; lines and areas fill the axis.
+      if ((it.t.mode || "lines").includes("lines")) it.xa.filled = true;
+      else if ((it.t.mode || "").includes("markers") && it.n) it.xa.pad = 0.03;
     }
     // Ranges: the layout's, a zoom, else the data's (with 0 under bars).
     for (const id in axes) {
@@ -175,7 +183,7 @@
         const d = (hi - lo) || 1;
         hi += 0.05 * d;
         if (!a.zero) lo -= 0.05 * d;
-      } else if (a.pad) { const d = (hi - lo) || 1; lo -= a.pad * d; hi += a.pad * d; }
+      } else if (a.pad && !a.filled) { const d = (hi - lo) || 1; lo -= a.pad * d; hi += a.pad * d; }
       if (hi === lo) hi = lo + 1;
       a.auto = [lo, hi];
       a.range = this.zoom[id] || a.range || (a.autorange === "reversed" ? [hi, lo] : [lo, hi]);
@@ -291,7 +299,7 @@
       labels = ticks.map((k) => String(a.cats[k]));
     } else {
       ticks = niceTicks(a.range[0], a.range[1], horiz ? Math.max(2, Math.floor(a.w / 90)) :
-        Math.max(2, Math.floor(a.h / 45)));
+        Math.max(2, Math.floor(a.h / 45)), a.ints && !a.cats);
       labels = ticks.map(tickText);
     }
     const [lo, hi] = a.range, inR = (v) => v >= Math.min(lo, hi) - 1e-9 && v <= Math.max(lo, hi) + 1e-9;

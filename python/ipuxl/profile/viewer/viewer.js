@@ -11,7 +11,7 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     vertexCode: "#1f77b4", vertexInstanceState: "#aec7e8", copyDescriptor: "#c5b0d5",
     controlCode: "#ff7f0e", internalExchangeCode: "#2ca02c", hostExchangeCode: "#98df8a",
     globalExchangeCode: "#bcbd22", stack: "#7f7f7f", variables: "#d62728",
-    constants: "#ff9896", notAlwaysLive: "#9467bd",
+    constants: "#ff9896", notAlwaysLive: "#9467bd", gaps: "#dcdcdc",
   };
   X.KIND_COLORS = {
     Execute: "#1f77b4", Copy: "#9467bd", IpuCopy: "#8c564b", StreamCopy: "#2ca02c",
@@ -154,6 +154,12 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
       for (let t = 0; t < n; t++) out[t] += v[t];
     }
     return (p._total = out);
+  };
+  /* Bytes per tile between allocations (the optional gaps_per_tile of
+   * docs/profile.md), or null when the profile has none. */
+  X.gaps = function (p) {
+    const g = p.gaps_per_tile;
+    return Array.isArray(g) && g.length === X.numTiles(p) ? g : null;
   };
   X.opRow = function (p) {
     // op index (to_desc's numbering, steps[].op) -> row of p.ops

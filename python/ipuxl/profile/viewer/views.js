@@ -104,37 +104,53 @@
   // ---------------------------------------------------------- Memory per tile
   X.selectTile = function () {};
   X.register("memory", "Memory per tile", function (sec, p) {
-    const n = X.numTiles(p), lim = p.target.memory_per_tile, tot = X.totalPerTile(p);
+    const n = X.numTiles(p), lim = p.target.memory_per_tile;
     const tiles = Array.from({ length: n }, (_, i) => i);
-    const traces = [];
-    // Stacked steps (one path per category, not one bar per tile and
-    // category: 16,000 SVG bars take seconds to draw).
-    for (const c of p.categories) {
-      if (!p.per_tile[c].some((v) => v)) continue;
-      traces.push({ type: "scatter", mode: "lines", stackgroup: "memory", name: c, x: tiles,
-        y: p.per_tile[c].map((v) => v / 1024), line: { shape: "hvh", width: 0, color: X.COLORS[c] },
-        fillcolor: X.COLORS[c], hovertemplate: `${c}: %{y:.1f} KiB<extra></extra>` });
+    const gaps = X.gaps(p);
+    // PopVision's "include gaps": the memory between allocations that
+    // alignment and memory elements leave unused, when the profile has it.
+    const withGaps = el("input", { type: "checkbox", id: "include-gaps" });
+    if (!gaps) {
+      withGaps.disabled = true;
+      withGaps.title = "this profile has no gaps_per_tile: ipuxl's model packs each tile's " +
+        "allocations without gaps (docs/profile.md)";
     }
-    const overX = [], overY = [];
-    tot.forEach((v, i) => { if (lim && v > lim) { overX.push(i); overY.push(v / 1024); } });
-    traces.push({ type: "scatter", mode: "markers", name: `over the tile's memory (${overX.length} tiles)`,
-      x: overX, y: overY, marker: { color: "#e00000", symbol: "triangle-down", size: 9 },
-      hovertemplate: "tile %{x} OVER: %{y:.1f} KiB<extra></extra>" });
-    const top = Math.max(...tot) / 1024, cap = lim / 1024;
-    const fitCap = lim && top >= 0.1 * cap;
-    const capRange = [0, Math.max(top, cap) * 1.05], dataRange = [0, Math.max(top, 1e-3) * 1.1];
-    const layout = { hovermode: "x unified",
-      xaxis: { title: "tile (global index; click a tile for its tensors)" },
-      yaxis: { title: "KiB", range: fitCap ? capRange : dataRange },
-      shapes: lim ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: cap, y1: cap,
-        line: { color: "#c01818", dash: "dash", width: 1.5 } }] : [],
-      annotations: lim ? [{ xref: "paper", x: 1, y: cap, yanchor: "bottom", xanchor: "right",
-        text: `tile memory ${X.int(cap)} KiB`, showarrow: false, font: { color: "#c01818" } }] : [],
-      updatemenus: lim ? [{ type: "buttons", direction: "left", x: 0, y: 1.16, xanchor: "left",
-        active: fitCap ? 0 : 1,
-        buttons: [{ label: "scale: tile memory", method: "relayout", args: [{ "yaxis.range": capRange }] },
-          { label: "scale: data", method: "relayout", args: [{ "yaxis.range": dataRange }] }] }] : [],
-      margin: { l: 60, r: 20, t: 50, b: 50 }, legend: { orientation: "h", y: -0.25 } };
+    function figure() {
+      const g = gaps && withGaps.checked, base = X.totalPerTile(p);
+      const tot = g ? base.map((v, i) => v + gaps[i]) : base;
+      const traces = [];
+      // Stacked steps (one path per category, not one bar per tile and
+      // category: 16,000 SVG bars take seconds to draw).
+      for (const c of p.categories) {
+        if (!p.per_tile[c].some((v) => v)) continue;
+        traces.push({ type: "scatter", mode: "lines", stackgroup: "memory", name: c, x: tiles,
+          y: p.per_tile[c].map((v) => v / 1024), line: { shape: "hvh", width: 0, color: X.COLORS[c] },
+          fillcolor: X.COLORS[c], hovertemplate: `${c}: %{y:.1f} KiB<extra></extra>` });
+      }
+      if (g) traces.push({ type: "scatter", mode: "lines", stackgroup: "memory", name: "gaps",
+        x: tiles, y: gaps.map((v) => v / 1024), line: { shape: "hvh", width: 0, color: X.COLORS.gaps },
+        fillcolor: X.COLORS.gaps, hovertemplate: "gaps: %{y:.1f} KiB<extra></extra>" });
+      const overX = [], overY = [];
+      tot.forEach((v, i) => { if (lim && v > lim) { overX.push(i); overY.push(v / 1024); } });
+      traces.push({ type: "scatter", mode: "markers", name: `over the tile's memory (${overX.length} tiles)`,
+        x: overX, y: overY, marker: { color: "#e00000", symbol: "triangle-down", size: 9 },
+        hovertemplate: "tile %{x} OVER: %{y:.1f} KiB<extra></extra>" });
+      const top = Math.max(...tot) / 1024, cap = lim / 1024;
+      const fitCap = lim && top >= 0.1 * cap;
+      const capRange = [0, Math.max(top, cap) * 1.05], dataRange = [0, Math.max(top, 1e-3) * 1.1];
+      const layout = { hovermode: "x unified",
+        xaxis: { title: "tile (global index; click a tile for its tensors)" },
+        yaxis: { title: "KiB", range: fitCap ? capRange : dataRange },
+        shapes: lim ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: cap, y1: cap,
+          line: { color: "#c01818", dash: "dash", width: 1.5 } }] : [],
+        annotations: lim ? [{ xref: "paper", x: 1, y: cap, yanchor: "bottom", xanchor: "right",
+          text: `tile memory ${X.int(cap)} KiB`, showarrow: false, font: { color: "#c01818" } }] : [],
+        updatemenus: lim ? [{ type: "buttons", active: fitCap ? 0 : 1,
+          buttons: [{ label: "scale: tile memory", method: "relayout", args: [{ "yaxis.range": capRange }] },
+            { label: "scale: data", method: "relayout", args: [{ "yaxis.range": dataRange }] }] }] : [],
+        margin: { l: 60, r: 20, t: 24, b: 50 } };
+      X.plot(div, traces, layout, (ev) => { if (ev.points.length) X.selectTile(ev.points[0].x); });
+    }
     const div = X.plotDiv("plot-tiles", 440);
     const pick = el("input", { class: "tile", type: "number", min: "0", max: String(n - 1),
       id: "tile-input", value: String(p.insights.top_tiles.length ? p.insights.top_tiles[0].tile : 0) });
@@ -142,23 +158,27 @@
     sec.appendChild(X.card(`Memory per tile (${X.int(n)} tiles` +
       (lim ? `, ${X.bytes(lim)} each)` : ", no limit)"), div,
     el("p", { class: "muted" }, "Each bar is a tile: always-live categories and the " +
-      "not-always-live peak stacked; red markers: tiles over the tile's memory. Tile ",
-    pick, " ", el("button", { onclick: () => X.selectTile(+pick.value) }, "show"))));
+      "not-always-live peak stacked; red markers: tiles over the tile's memory. ",
+    el("label", { title: withGaps.title || "" }, withGaps, gaps ? ` include gaps (${X.bytes(
+      gaps.reduce((a, v) => a + v, 0))} in all)` : " include gaps (none in this profile)"),
+    ". Tile ", pick, " ", el("button", { onclick: () => X.selectTile(+pick.value) }, "show"))));
     sec.appendChild(detail);
-    X.plot(div, traces, layout, (ev) => { if (ev.points.length) X.selectTile(ev.points[0].x); });
+    withGaps.addEventListener("change", () => { figure(); X.selectTile(+pick.value); });
+    figure();
     X.selectTile = function (tile) {
       tile = Math.max(0, Math.min(n - 1, tile | 0));
       pick.value = String(tile);
-      tileDetail(p, tile, detail);
+      tileDetail(p, tile, detail, gaps && withGaps.checked ? gaps[tile] : null);
     };
     X.selectTile(+pick.value);
   });
 
-  function tileDetail(p, tile, box) {
-    const tpi = p.target.tiles_per_ipu, tot = X.totalPerTile(p)[tile];
+  function tileDetail(p, tile, box, gap) {
+    const tpi = p.target.tiles_per_ipu, tot = X.totalPerTile(p)[tile] + (gap || 0);
     const lim = p.target.memory_per_tile;
     const cats = p.categories.filter((c) => p.per_tile[c][tile]).map((c) =>
       ({ category: c, bytes: p.per_tile[c][tile] }));
+    if (gap !== null && gap !== undefined) cats.push({ category: "gaps", bytes: gap });
     const tens = X.tensorsOnTile(p, tile);
     // Vertices on the tile: ops with a vertex whose outputs have bytes here.
     const here = new Set(tens.map((t) => t.graph + "\u0000" + t.name));
