@@ -287,9 +287,13 @@ var ipuxl = window.ipuxl = { views: {}, order: [], state: { current: 0 } };
     X.show(X.views[want] && (!X.views[want].compareOnly || d.mode === "compare") ? want :
       d.mode === "compare" ? "compare" : "summary");
     // Milliseconds from the start of navigation to the first view drawn
-    // (its charts are drawn with it).
-    window.ipuxlReadyMs = window.ipuxlChartsMs = performance.now();
-    window.ipuxlReady = window.ipuxlCharts = true;
+    // (its charts are drawn with it), and to the frame after it painted.
+    window.ipuxlReadyMs = performance.now();
+    window.ipuxlReady = true;
+    requestAnimationFrame(() => setTimeout(() => {
+      window.ipuxlChartsMs = performance.now();
+      window.ipuxlCharts = true;
+    }, 0));
   }
   document.addEventListener("DOMContentLoaded", init);
 })(ipuxl);
