@@ -143,6 +143,10 @@ class Chromium:
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
                       clickCount=1 if kind != "mouseMoved" else 0)
 
+    def hover_at(self, x: float, y: float):
+        """Moves the mouse to page point (x, y)."""
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+
     def screenshot(self, path: str, full_page: bool = True):
         params = {"format": "png"}
         if full_page:
@@ -367,6 +371,22 @@ def test_every_view_is_populated(browser, tmp_path):
     assert {r["label"] for r in p.op_table()} == labels
     _show(browser, "trace")
     assert _plot_points(browser, "plot-trace") >= len(p.steps["kind"])
+    # Hovering a step of the trace names it and its cycles.
+    x, y = browser.eval("""(() => { const d = document.getElementById('plot-trace');
+        const t = d.data.find((t) => t.name === 'Execute');
+        return d.chart.pixel((t.x[0] + t.x[1]) / 2, t.y[0]); })()""")
+    browser.hover_at(x, y)
+    tip = browser.eval("document.querySelector('#plot-trace .chart-tip').textContent")
+    assert tip.startswith("Execute ") and "cycles from cycle" in tip, tip
+    # Dragging zooms into those cycles; a double click resets.
+    for kind, px in (("mousePressed", x), ("mouseMoved", x + 200), ("mouseReleased", x + 200)):
+        browser.send("Input.dispatchMouseEvent", type=kind, x=px, y=y, button="left", clickCount=1)
+    zoom = browser.eval("document.getElementById('plot-trace').chart.zoom.x")
+    full = browser.eval("document.getElementById('plot-trace').chart.axes.x.auto")
+    assert zoom and full[0] <= zoom[0] < zoom[1] <= full[1] and zoom[1] - zoom[0] < full[1] - full[0]
+    browser.send("Input.dispatchMouseEvent", type="mousePressed", x=x, y=y, button="left", clickCount=2)
+    browser.send("Input.dispatchMouseEvent", type="mouseReleased", x=x, y=y, button="left", clickCount=2)
+    assert browser.eval("Object.keys(document.getElementById('plot-trace').chart.zoom).length") == 0
     for view in VIEWS:
         assert os.path.getsize(tmp_path / f"view_{view}.png") > 10000
 
@@ -387,6 +407,10 @@ def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
         const d = document.getElementById('plot-tiles');
         const top = ipuxl.totalPerTile(ipuxl.profile())[{target}] / 1024;
         return d.chart.pixel({target}, top / 2); }})()""")
+    # Hovering shows the tile's categories; a click opens the tile.
+    browser.hover_at(x, y)
+    tip = browser.eval("document.querySelector('#plot-tiles .chart-tip').textContent")
+    assert tip.startswith(str(target)) and "variables:" in tip and "OVER" in tip, tip
     browser.click_at(x, y)
     browser.wait_for(f"document.getElementById('tile-title').textContent.startsWith('Tile {target} ')")
     browser.screenshot(str(tmp_path / "tile_clicked.png"))
@@ -394,6 +418,12 @@ def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
     want = [(n, on) for n, on, _, _ in p.tensors_on_tile(target, n=10**6)]
     assert listed and listed == want
     assert "OVER" in browser.eval("document.getElementById('tile-title').textContent")
+    # The scale buttons: the tile memory, or the data.
+    rng = "document.getElementById('plot-tiles').layout.yaxis.range[1]"
+    browser.eval("document.querySelectorAll('#plot-tiles .chart-menu button')[1].click()")
+    data_top = browser.eval(rng)
+    browser.eval("document.querySelectorAll('#plot-tiles .chart-menu button')[0].click()")
+    assert browser.eval(rng) >= 40000 / 1024 and data_top != browser.eval(rng)
     assert len(_rows(browser, "tile-vertices")) > 0
 
 
@@ -414,6 +444,17 @@ def test_a_call_expands_into_its_function(browser, tmp_path):
     # The step diff of an inner step names the Function.
     browser.eval("document.querySelector('#liveness-steps tr.inner').click()")
     assert fn in browser.eval("document.getElementById('step-diff').textContent")
+    # Clicking a bar of the chart shows that step's diff (step 2: its bar's middle).
+    x, y = browser.eval("""(() => { const d = document.getElementById('plot-liveness');
+        const [a, b] = d.data, under = a.visible === true ? a.y[2] : 0;
+        return d.chart.pixel(2, under + b.y[2] / 2); })()""")
+    browser.click_at(x, y)
+    browser.wait_for("document.getElementById('step-diff').textContent.startsWith('Step 2:')")
+    # The legend shows and hides the always-live bytes.
+    vis = "document.getElementById('plot-liveness').data[0].visible"
+    before = browser.eval(vis)
+    browser.eval("document.querySelector('#plot-liveness .chart-legend [data-curve=\"0\"]').click()")
+    assert browser.eval(vis) == ("legendonly" if before is True else True)
     browser.screenshot(str(tmp_path / "liveness_expanded.png"))
     # The program tree: Call -> Function, with the Function's steps.
     _show(browser, "tree")
