@@ -66,8 +66,8 @@
     svgHistogram(hist, ins.histogram, lim);
   });
 
-  /* The histogram of memory across tiles as a small SVG (the Summary is
-   * drawn before plotly.js has loaded). */
+  /* The histogram of memory across tiles as a small SVG: one rect per bin,
+   * its range and count as its tooltip, the tile memory as a line. */
   function svgHistogram(box, h, lim) {
     const W = 560, H = 230, L = 50, B = 40, T = 10, R = 10, n = h.counts.length;
     if (!n) return;
