@@ -311,7 +311,7 @@ def test_the_viewer_ships_in_the_wheel():
     # scikit-build-core copies every file of python/ipuxl that git does not ignore.
     from ipuxl.profile import page
 
-    files = ("viewer.js", "views.js", "program.js", "compare.js", "viewer.css")
+    files = ("viewer.js", "charts.js", "views.js", "program.js", "compare.js", "viewer.css")
     for f in files:
         assert os.path.isfile(os.path.join(page._ASSETS, f)), f
     root = os.path.join(os.path.dirname(page._ASSETS), "..", "..", "..")
