@@ -246,3 +246,46 @@ def test_cli_refusal_names_the_op(tmp_path, capsys):
     script = os.path.join(ROOT, "examples", "user_guide", "repeat_graph_0.py")
     assert main(["export", "onnx", script, "--out", str(tmp_path / "m.onnx")]) == 1
     assert "op Repeat" in capsys.readouterr().err
+
+
+def test_gather_concat_slice_split_where_sum():
+    """The indexing ops of an embedding-style model: gather with zero_OOR
+    (an index out of range gives zeros, one negative), concat, slices with
+    a positive and a negative step, split, where and n-ary sum; checked
+    against NumPy and the Session."""
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(7, 4)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3, 4), popxl.float32, name="x")
+        ids = popxl.h2d_stream((2, 3), popxl.int32, name="ids")
+        x, i = ops.host_load(xs, "x"), ops.host_load(ids, "ids")
+        w = popxl.variable(table, name="table")
+        g = ops.gather(w, i, zero_OOR=True)                      # (2, 3, 4)
+        c = ops.concat([ops.reshape(g, (6, 4)), x], axis=0)       # (9, 4)
+        s = c[1:8:3]                                              # rows 1, 4, 7
+        r = ops.slice(c, start=8, stop=None, step=-2, axis=0)     # rows 8, 6, 4, 2, 0
+        a, bb = ops.split(r, [2, 3], axis=0)
+        y = ops.where(ops.greater(s, bb), s, bb)
+        z = y + bb + s
+        outs = {}
+        for name, t in (("g", g), ("a", a), ("z", z)):
+            st = popxl.d2h_stream(t.shape, t.dtype, name=name)
+            ops.host_store(st, t)
+            outs[name] = st
+    model = onnx_model(ir)
+    for typ in ("Gather", "Concat", "Slice", "Split", "Where"):
+        assert typ in _node_types(model), typ
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    idx = np.array([[0, 6, 7], [-1, 3, 2]], np.int32)
+    got = _ort_run(model, {"x": x, "ids": idx})
+    want = _session_run(ir, {xs: x, ids: idx})
+    valid = (idx >= 0) & (idx < 7)
+    g_np = np.where(valid[..., None], table[np.clip(idx, 0, 6)], 0).astype(np.float32)
+    c_np = np.concatenate([g_np.reshape(6, 4), x])
+    s_np, r_np = c_np[1:8:3], c_np[8::-2]
+    a_np, b_np = r_np[:2], r_np[2:]
+    z_np = np.where(s_np > b_np, s_np, b_np) + b_np + s_np
+    for name, ref in (("g", g_np), ("a", a_np), ("z", z_np)):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got[name], want[outs[name]], rtol=1e-6, atol=1e-6)

@@ -4,8 +4,9 @@ The main graph becomes the ONNX graph: each host-to-device stream a graph
 input (named by the stream), each device-to-host stream a graph output,
 each variable and constant an initializer (named by its tensor id), and
 ``Call``s are inlined. Ops ONNX opset 11 lacks are decomposed into ONNX ops
-(layer / group norm, gelu, softmax on an inner axis) rather than emitted in
-the ``ai.graphcore`` domain, so that any ONNX runtime runs the model.
+(layer / group norm, gelu, softmax on an inner axis, gather with
+``zero_OOR``) rather than emitted in the ``ai.graphcore`` domain, so that
+any ONNX runtime runs the model.
 
 Anything else (remote buffers, collectives, random ops, ``repeat`` / ``if``,
 in-place updates of variables, training ops) raises ``NotImplementedError``
@@ -149,6 +150,52 @@ def _emit_softmax(b, op, x, base):
     return [b.node("Div", [e, s], base)]
 
 
+def _emit_slice(b, op, x, base):
+    """``Slice`` / ``SliceInplace`` (starts, steps and sizes per axis) as
+    ONNX Slice with explicit ends; a negative step that runs to index 0
+    ends at ``-dim - 1``, which ONNX clamps to "before the first"."""
+    t = op.inputs[0]
+    starts, steps, sizes = op.attrs["starts"], op.attrs["steps"], op.attrs["sizes"]
+    ends = []
+    for a, (st, sp, n) in enumerate(zip(starts, steps, sizes)):
+        end = st + n * sp
+        ends.append(end if end >= 0 else -t.shape[a] - 1)
+    if any(n == 0 for n in sizes):
+        raise NotImplementedError(f"ONNX export: op {op.type} ({op.name!r}) selects no "
+                                  "elements; ONNX opset 11 has no empty slice to export")
+    vec = lambda v, what: b.const(np.array(v, np.int64), f"{base}_{what}")  # noqa: E731
+    axes = list(range(t.rank))
+    return b.node("Slice", [x, vec(starts, "starts"), vec(ends, "ends"), vec(axes, "axes"),
+                            vec(steps, "steps")], base)
+
+
+def _emit_gather(b, op, ins, base):
+    """``Gather``. ONNX rejects an index outside ``[-n, n)``; PopXL's
+    ``zero_OOR=True`` gives zeros for an index outside ``[0, n)``, so the
+    indices are clamped to 0 there and the rows masked with Where. With
+    ``zero_OOR=False`` PopXL leaves such rows undefined: exported as plain
+    Gather (ONNX runtimes raise on them)."""
+    t, idx = op.inputs[0], op.inputs[1]
+    axis, n = int(op.attrs["axis"]), t.shape[int(op.attrs["axis"])]
+    data, indices = ins
+    if not op.attrs.get("zero_oor"):
+        return b.node("Gather", [data, indices], base, axis=axis)
+    np_idx = idx.dtype.as_numpy()
+    zero, top = b.const(np.array(0, np_idx), f"{base}_zero"), b.const(np.array(n, np_idx),
+                                                                       f"{base}_n")
+    valid = b.node("And", [b.node("Not", [b.node("Less", [indices, zero], f"{base}_neg")],
+                                  f"{base}_nonneg"),
+                           b.node("Less", [indices, top], f"{base}_below")], f"{base}_valid")
+    safe = b.node("Where", [valid, indices, zero], f"{base}_safe")
+    rows = b.node("Gather", [data, safe], f"{base}_rows", axis=axis)
+    # valid has the indices' shape; put it where the gathered dims sit and
+    # add size-1 axes for the data's trailing dims so it broadcasts.
+    shape = [1] * axis + list(idx.shape) + [1] * (t.rank - axis - 1)
+    mask = b.node("Reshape", [valid, b.const(np.array(shape, np.int64), f"{base}_mshape")],
+                  f"{base}_mask")
+    return b.node("Where", [mask, rows, b.scalar(0, t.dtype, f"{base}_fill")], base)
+
+
 def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
     typ, base = op.type, op.name.replace("/", "_")
     kind = get_opdef(typ).kind
@@ -211,6 +258,26 @@ def _emit_op(b: _Builder, op, streams_in: dict, streams_out: dict):
     if typ == "Cast":
         to = b.onnx.helper.np_dtype_to_tensor_dtype(op.attrs["_to"].as_numpy())
         return [b.node("Cast", ins, base, to=to)]
+    if core == "Where":
+        return [b.node("Where", ins, base)]
+    if core == "Concat":
+        return [b.node("Concat", ins, base, axis=int(op.attrs["axis"]))]
+    if core == "Slice":
+        return [_emit_slice(b, op, ins[0], base)]
+    if typ == "Subsample":   # every strides[a]-th element from 0: a Slice
+        t, strides = op.inputs[0], [int(v) for v in op.attrs["strides"]]
+        vec = lambda v, what: b.const(np.array(v, np.int64), f"{base}_{what}")  # noqa: E731
+        return [b.node("Slice", [ins[0], vec([0] * t.rank, "starts"), vec(list(t.shape), "ends"),
+                                 vec(list(range(t.rank)), "axes"), vec(strides, "steps")], base)]
+    if typ in ("Gather", "TiedGather"):
+        return [_emit_gather(b, op, ins, base)]
+    if typ == "Split":
+        sizes = [int(n) for n in op.attrs["splits"]]
+        outs = b.node("Split", ins, base, n_out=len(sizes), axis=int(op.attrs["axis"]),
+                      split=sizes)
+        return outs if len(sizes) > 1 else [outs]
+    if typ == "Sum":
+        return [b.node("Sum", ins, base) if len(ins) > 1 else b.node("Identity", ins, base)]
     if typ in _REDUCE:
         axes = [int(a) for a in op.attrs["axes"]]
         return [b.node(typ, ins, base, axes=axes, keepdims=int(op.attrs["keepdims"]))]
