@@ -131,6 +131,7 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
 }
 
 void EngineImpl::accountComputeSet(unsigned csId, const ComputeSetCost &c) {
+  if (quiet) return; // another replica of a step already counted
   double tiles = g->target.getNumTiles();
   double incl = std::accumulate(c.computeWithIdle.begin(), c.computeWithIdle.end(), 0.0);
   double busy = std::accumulate(c.computeBusy.begin(), c.computeBusy.end(), 0.0);
@@ -147,6 +148,7 @@ void EngineImpl::accountComputeSet(unsigned csId, const ComputeSetCost &c) {
 }
 
 void EngineImpl::accountCopy(const Tensor &src, const Tensor &dst) {
+  if (quiet) return; // another replica of a step already counted
   // Bytes each tile receives: destination elements whose source lives elsewhere.
   unsigned tiles = g->target.getNumTiles();
   std::vector<std::uint64_t> bytes(tiles, 0);
@@ -176,6 +178,7 @@ void EngineImpl::accountCopy(const Tensor &src, const Tensor &dst) {
 }
 
 void EngineImpl::accountHost(std::size_t bytes) {
+  if (quiet) return; // another replica of a step already counted
   double cyc = std::ceil(static_cast<double>(bytes) / kHostBytesPerCycle);
   // The data lands in a buffer and is exchanged to the tiles that hold it,
   // spread evenly (the model does not track stream buffer placement).
@@ -189,6 +192,7 @@ void EngineImpl::accountHost(std::size_t bytes) {
 }
 
 void EngineImpl::accountSync() {
+  if (quiet) return; // another replica of a step already counted
   std::uint64_t s = kSyncCycles + g->target.ipuxlMinSyncDelay();
   prof.sync += static_cast<double>(s);
   prof.totalCycles += s;
