@@ -114,14 +114,14 @@ void EngineImpl::crossReplica(const ProgramImpl &p, const std::vector<unsigned> 
     }
   }
   select(active[0], true);
-  accountCollective(c);
+  accountCollective(c, p.name);
 }
 
-void EngineImpl::accountCollective(const CollectiveInfo &c) {
+void EngineImpl::accountCollective(const CollectiveInfo &c, const std::string &name) {
   if (quiet) return;
-  std::size_t g = c.groups.empty() ? 1 : c.groups[0].size();
+  const std::size_t G = c.groups.empty() ? 1 : c.groups[0].size();
   std::uint64_t bytes = 0, perTile = 0;
-  unsigned tiles = g ? this->g->target.getNumTiles() : 1;
+  const unsigned tiles = g->target.getNumTiles();
   for (std::size_t k = 0; k < c.srcs.size(); ++k) {
     // The unsharded size: a reduce-scatter's input, an all-gather's output.
     const Tensor &t = c.kind == CollectiveInfo::AllGather ? c.dsts[k] : c.srcs[k];
@@ -129,22 +129,28 @@ void EngineImpl::accountCollective(const CollectiveInfo &c) {
   }
   perTile = (bytes + tiles - 1) / tiles;
   ++prof.collectivesRun;
-  if (g <= 1 || bytes == 0) {
-    prof.totalCycles += kSupervisorCycles + (perTile + kMemcpyBytesPerCycle - 1) / kMemcpyBytesPerCycle;
+  // Collectives appear among the profile's ops, with the compute sets.
+  auto count = [&](std::uint64_t cycles) {
+    prof.totalCycles += cycles;
+    prof.cyclesByComputeSet[name] += cycles;
+    prof.runsByComputeSet[name] += 1;
+  };
+  if (G <= 1 || bytes == 0) {
+    count(kSupervisorCycles + (perTile + kMemcpyBytesPerCycle - 1) / kMemcpyBytesPerCycle);
     return;
   }
   // All-reduce: a reduce-scatter then an all-gather, 2(G-1)/G of the bytes
   // over the links in 2(G-1) steps; the others (G-1)/G in G-1 steps.
   const std::uint64_t steps = c.kind == CollectiveInfo::AllReduce ? 2 : 1;
-  const double bpc = kLinkBytesPerSecond / this->g->target.getTileClockFrequency();
-  const double moved = static_cast<double>(steps * (g - 1)) / static_cast<double>(g) * static_cast<double>(bytes);
-  double exchange = static_cast<double>(steps * (g - 1) * kGlobalSyncCycles) + std::ceil(moved / bpc);
+  const double bpc = kLinkBytesPerSecond / g->target.getTileClockFrequency();
+  const double moved = static_cast<double>(steps * (G - 1)) / static_cast<double>(G) * static_cast<double>(bytes);
+  double exchange = static_cast<double>(steps * (G - 1) * kGlobalSyncCycles) + std::ceil(moved / bpc);
   const bool reduces = c.kind != CollectiveInfo::AllGather && c.op != CollectiveInfo::LOCAL;
   // On-tile work per ring step: add (or copy) one 1/G slice of each tile's part.
-  std::uint64_t perStep = ((perTile + g - 1) / g + kMemcpyBytesPerCycle - 1) / kMemcpyBytesPerCycle;
-  std::uint64_t compute = steps * (g - 1) * (kSupervisorCycles + (reduces ? 2 : 1) * perStep);
+  std::uint64_t perStep = ((perTile + G - 1) / G + kMemcpyBytesPerCycle - 1) / kMemcpyBytesPerCycle;
+  std::uint64_t compute = steps * (G - 1) * (kSupervisorCycles + (reduces ? 2 : 1) * perStep);
   prof.globalExchange += exchange;
-  prof.totalCycles += static_cast<std::uint64_t>(exchange) + compute;
+  count(static_cast<std::uint64_t>(exchange) + compute);
 }
 
 } // namespace ipuxl_detail

@@ -108,7 +108,7 @@ struct EngineImpl {
   void accountCopy(const Tensor &src, const Tensor &dst);
   void accountHost(std::size_t bytes);
   void accountSync();
-  void accountCollective(const CollectiveInfo &c);
+  void accountCollective(const CollectiveInfo &c, const std::string &name);
   void printSummary(std::ostream &os, const OptionFlags &opts) const;
   void writeReport() const;
   void writeIpuxlProfile(std::ostream &os, const MemoryUse &m) const;

@@ -257,6 +257,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Total Memory", withCommas(t.getMemoryBytes() / 1048576.0, 1) + " MB");
   line("Clock Speed (approx)", withCommas(t.getTileClockFrequency() / 1e6, 1) + " MHz");
   line("Architecture", t.getTargetArchString() + " (IPU model of ipuxl)");
+  if (replicas > 1) line("Replicas", std::to_string(replicas) + " (the figures below are per replica)");
   os << "\nGraph:\n";
   std::uint64_t edges = 0;
   for (const auto &v : g->vertices)
@@ -308,7 +309,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Tile average compute cycles (including idle threads)", withCommas(prof.avgComputeWithIdle, 1) + pct(prof.avgComputeWithIdle));
   line("Tile average compute cycles (excluding idle threads)", withCommas(prof.avgComputeBusy, 1) + pct(prof.avgComputeBusy));
   line("Tile average IPU exchange cycles", withCommas(prof.avgExchange, 1) + pct(prof.avgExchange));
-  line("Tile average global exchange cycles", withCommas(0.0, 1) + pct(0.0));
+  line("Tile average global exchange cycles", withCommas(prof.globalExchange, 1) + pct(prof.globalExchange));
   line("Tile average host exchange cycles", withCommas(prof.hostExchange, 1) + pct(prof.hostExchange));
   line("Tile average sync cycles", withCommas(prof.sync, 1) + pct(prof.sync));
   if (opts.ipuxlHas("showExecutionSteps") && opts.at("showExecutionSteps") == "true") {
@@ -336,7 +337,8 @@ void EngineImpl::writeReport() const {
   f << "  \"execution\": {\"totalCycles\": " << prof.totalCycles << ", \"tileAverageComputeWithIdle\": "
     << prof.avgComputeWithIdle << ", \"tileAverageCompute\": " << prof.avgComputeBusy
     << ", \"tileAverageExchange\": " << prof.avgExchange << ", \"hostExchange\": " << prof.hostExchange
-    << ", \"sync\": " << prof.sync << ", \"computeSets\": {";
+    << ", \"sync\": " << prof.sync << ", \"globalExchange\": " << prof.globalExchange
+    << ", \"replicas\": " << replicas << ", \"computeSets\": {";
   bool first = true;
   for (const auto &kv : prof.cyclesByComputeSet) {
     f << (first ? "" : ", ") << "\"" << kv.first << "\": " << kv.second;
