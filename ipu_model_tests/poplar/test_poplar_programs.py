@@ -431,6 +431,7 @@ def test_replicated_graph_streams_control_flow_and_collectives(built):
     got = lambda name: np.stack([a[f"{name}_{r}"] for r in range(R)])
     tol = dict(rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got("y"), Y, **tol)
+    np.testing.assert_array_equal(got("replica_index"), np.arange(R)[:, None])
     every = lambda v: np.broadcast_to(v, Y.shape)
     np.testing.assert_allclose(got("ar_add"), every(Y.sum(0)), **tol)
     np.testing.assert_allclose(got("ar_mean"), every(Y.mean(0)), **tol)

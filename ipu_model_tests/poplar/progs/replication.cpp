@@ -4,6 +4,7 @@
 // per-replica device-to-host stream; pytest recomputes them with NumPy.
 #include "report.hpp"
 #include <gcl/Collectives.hpp>
+#include <popops/Cast.hpp>
 #include <popops/ElementWise.hpp>
 #include <popops/Zero.hpp>
 #include <popops/codelets.hpp>
@@ -43,6 +44,9 @@ int main() {
   prog.add(Copy(ns, n));
   Tensor y = popops::add(g, popops::mul(g, x, w, prog), b[0], prog);
   out("y", y);
+  Tensor ri = g.addReplicationIndexConstant();
+  g.setTileMapping(ri, 0);
+  out("replica_index", popops::cast(g, ri, FLOAT, prog).reshape({1}));
   using Op = gcl::CollectiveOperator;
   std::vector<std::pair<std::string, Op>> ops = {{"add", Op::ADD}, {"mean", Op::MEAN},     {"mul", Op::MUL},
                                                  {"min", Op::MIN}, {"max", Op::MAX},       {"square_add", Op::SQUARE_ADD},

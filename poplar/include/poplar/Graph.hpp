@@ -151,6 +151,8 @@ public:
     ipuxlSetFieldValue(f, ipuxl_detail::HostCode<T>::value, values.data(), values.size());
   }
   bool isConstant(const Tensor &t) const { return t.containsConstant(); }
+  /// A scalar UNSIGNED_INT constant holding each replica's index (0 .. replicas - 1); map it to a tile.
+  Tensor addReplicationIndexConstant(const DebugContext &dc = {});
 
   // Tile mapping
   void setTileMapping(const Tensor &t, unsigned tile);

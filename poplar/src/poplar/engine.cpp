@@ -129,7 +129,8 @@ void EngineImpl::init() {
   // Each replica has its own copy of every variable, bound compute set,
   // stream connection and remote buffer.
   mems.resize(replicas);
-  for (auto &m : mems) {
+  for (unsigned r = 0; r < replicas; ++r) {
+    auto &m = mems[r];
     m.resize(g->vars.size());
     for (std::size_t i = 0; i < g->vars.size(); ++i) {
       const auto &v = g->vars[i];
@@ -137,6 +138,7 @@ void EngineImpl::init() {
         m[i] = v.init;
       else
         m[i].assign(v.n * v.type.ipuxlSize(), 0);
+      if (v.replicationIndex) std::memcpy(m[i].data(), &r, sizeof r);
     }
   }
   bound.resize(replicas);

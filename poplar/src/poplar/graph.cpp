@@ -140,6 +140,14 @@ Tensor Graph::ipuxlAddConstant(const Type &type, ArrayRef<std::size_t> shape, in
   return makeTensor(type, t.shape(), rs);
 }
 
+Tensor Graph::addReplicationIndexConstant(const DebugContext &dc) {
+  unsigned zero = 0;
+  Tensor t = ipuxlAddConstant(UNSIGNED_INT, {}, T_UNSIGNED_INT, &zero, 1, true,
+                              dc.getPathName().empty() ? DebugContext("replicationIndex") : dc);
+  impl_->vars.back().replicationIndex = true;
+  return t;
+}
+
 void Graph::ipuxlSetInitialValue(const Tensor &t, int hostCode, const void *values, std::size_t n, bool splat) {
   if (!splat && n != t.numElements())
     throw tensor_creation_error("Graph::setInitialValue: " + std::to_string(n) + " values given for " +

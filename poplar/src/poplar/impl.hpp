@@ -37,6 +37,7 @@ struct VarInfo {
   std::vector<std::int32_t> tile; // per element; -1: unmapped
   bool constant = false;
   bool hasInit = false;
+  bool replicationIndex = false; // addReplicationIndexConstant: each replica's index (UNSIGNED_INT)
   std::vector<char> init; // n * size bytes when hasInit
 };
 
