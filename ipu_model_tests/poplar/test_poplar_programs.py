@@ -319,6 +319,14 @@ def test_profile_summary_follows_the_model(built):
     assert "cs: " in out and "2 runs" in out
     # Memory: x and y (80 floats each) are split evenly over tiles 0 and 1.
     assert _figure(out, "Variables") == 2 * 80 * 4
+    # Code (docs/poplar.md, PopXL's model figures): the stream copy (2 x 12 B)
+    # and two Executes (12 B each) on every tile's control program; exchange
+    # code: 48 + 2 B of host exchange on x's two tiles, and per Execute 32 +
+    # 2 B on the two tiles that exchange row 0; a landing-pad copy descriptor
+    # (8 B) on x's tiles.
+    assert _figure(out, "Control code") == tiles * (2 * 12 + 2 * 12)
+    assert _figure(out, "Exchange code") == 2 * (48 + 2) + 2 * 2 * (32 + 2)
+    assert _figure(out, "Copy descriptors") == 2 * 8
 
 
 def _ramp(n, scale, offset):

@@ -60,6 +60,12 @@ struct ProfileCounters {
 
 struct MemoryUse;
 
+/// Control and exchange code per tile of the programs (codesize.cpp).
+struct ProgramCode {
+  std::vector<std::uint64_t> control, internalExchange, hostExchange, globalExchange, copyDescriptors;
+};
+ProgramCode programCode(const GraphImpl &g, const std::vector<program::Program> &programs);
+
 /// Replicas: every replica has its own memory, bound compute sets, stream
 /// connections and remote buffers; `cur` selects the one a leaf program
 /// acts on. The interpreter runs the program tree once for a set of

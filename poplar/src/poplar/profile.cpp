@@ -200,12 +200,20 @@ void EngineImpl::accountSync() {
 
 struct MemoryUse {
   std::vector<std::uint64_t> vars, consts, vertexState, code;
-  std::uint64_t total(unsigned t) const { return vars[t] + consts[t] + vertexState[t] + code[t]; }
+  ProgramCode programs; // control and exchange code (codesize.cpp)
+  std::uint64_t exchange(unsigned t) const {
+    return programs.internalExchange[t] + programs.hostExchange[t] + programs.globalExchange[t];
+  }
+  std::uint64_t total(unsigned t) const {
+    return vars[t] + consts[t] + vertexState[t] + code[t] + programs.control[t] + exchange(t) +
+           programs.copyDescriptors[t];
+  }
 };
 
-static MemoryUse memoryOf(const GraphImpl &g) {
+static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program> &programs) {
   unsigned tiles = g.target.getNumTiles();
   MemoryUse m;
+  m.programs = programCode(g, programs);
   m.vars.assign(tiles, 0);
   m.consts.assign(tiles, 0);
   m.vertexState.assign(tiles, 0);
@@ -268,21 +276,24 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Number of compute sets", withCommas(static_cast<double>(g->computeSets.size()), 0));
   line("Number of vertex types", withCommas(static_cast<double>(g->vertexTypes.size()), 0));
 
-  MemoryUse m = memoryOf(*g);
-  std::uint64_t vars = 0, consts = 0, state = 0, code = 0, maxUse = 0;
+  MemoryUse m = memoryOf(*g, compiled->programs);
+  std::uint64_t vars = 0, consts = 0, state = 0, code = 0, control = 0, exchange = 0, descriptors = 0, maxUse = 0;
   unsigned maxTile = 0, over = 0;
   for (unsigned i = 0; i < tiles; ++i) {
     vars += m.vars[i];
     consts += m.consts[i];
     state += m.vertexState[i];
     code += m.code[i];
+    control += m.programs.control[i];
+    exchange += m.exchange(i);
+    descriptors += m.programs.copyDescriptors[i];
     if (m.total(i) > maxUse) {
       maxUse = m.total(i);
       maxTile = i;
     }
     if (m.total(i) > t.getBytesPerTile()) ++over;
   }
-  std::uint64_t total = vars + consts + state + code;
+  std::uint64_t total = vars + consts + state + code + control + exchange + descriptors;
   os << "\nMemory Usage:\n";
   os << "  Total for all IPUs:\n";
   line("  Total", withCommas(static_cast<double>(total), 0) + " B (" +
@@ -291,6 +302,9 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("  Constants", withCommas(static_cast<double>(consts), 0) + " B");
   line("  Vertex state", withCommas(static_cast<double>(state), 0) + " B");
   line("  Vertex code", withCommas(static_cast<double>(code), 0) + " B");
+  line("  Control code", withCommas(static_cast<double>(control), 0) + " B");
+  line("  Exchange code", withCommas(static_cast<double>(exchange), 0) + " B");
+  line("  Copy descriptors", withCommas(static_cast<double>(descriptors), 0) + " B");
   line("Tile with most memory", "tile " + std::to_string(maxTile) + ", " + withCommas(static_cast<double>(maxUse), 0) +
                                     " B (" + withCommas(100.0 * maxUse / t.getBytesPerTile(), 1) + "%)");
   line("Average per tile", withCommas(static_cast<double>(total) / tiles, 1) + " B");
@@ -322,7 +336,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
 }
 
 void EngineImpl::writeReport() const {
-  MemoryUse m = memoryOf(*g);
+  MemoryUse m = memoryOf(*g, compiled->programs);
   std::string dir = reportDir.empty() ? "." : reportDir;
   std::ostringstream f;
   const Target &t = g->target;
@@ -388,7 +402,11 @@ void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
   for (int i = 0; i < 11; ++i) {
     std::string c = cats[i];
     const auto &v = c == "vertexCode" ? m.code : c == "vertexInstanceState" ? m.vertexState
-                  : c == "variables" ? m.vars : c == "constants" ? m.consts : zeros;
+                  : c == "variables" ? m.vars : c == "constants" ? m.consts
+                  : c == "controlCode" ? m.programs.control : c == "internalExchangeCode" ? m.programs.internalExchange
+                  : c == "hostExchangeCode" ? m.programs.hostExchange
+                  : c == "globalExchangeCode" ? m.programs.globalExchange
+                  : c == "copyDescriptor" ? m.programs.copyDescriptors : zeros;
     f << (i ? ", " : "") << "\"" << c << "\": " << arr(v);
   }
   f << "},\n \"ops\": {";
