@@ -477,6 +477,7 @@ def test_replicated_graph_streams_control_flow_and_collectives(built):
     np.testing.assert_array_equal(got("remote_row1"), [[100 * r, 100 * r + 1, 100 * r + 2] for r in range(R)])
     # A collective that only some replicas of a group reach is an error (a hang on an IPU).
     assert a["diverge_error"] == 1 and "only 2 of the 4 replicas" in out
+    assert a["bad_group"] == 1 and a["bad_factor"] == 1
     # The IPU model's cost of an all-reduce of 4000 bytes over 4 replicas
     # (docs/poplar.md): 2(G-1) steps of a 500-cycle global sync, 2(G-1)/G of
     # the bytes at 32 GB/s, and on-tile adds of a 1/G slice per step.

@@ -9,6 +9,7 @@
 #include <popops/Zero.hpp>
 #include <popops/codelets.hpp>
 #include <poputil/TileMapping.hpp>
+#include <poputil/exceptions.hpp>
 
 using namespace poplar;
 using namespace poplar::program;
@@ -112,6 +113,21 @@ int main() {
   Tensor big = var("big", FLOAT, {1000});
   Sequence one;
   gcl::allReduceInPlaceCrossReplica(g, big, Op::ADD, one);
+
+  // Rules: a group size that does not divide the replicas, a replication
+  // factor that does not divide the IPUs.
+  int badGroup = 0, badFactor = 0;
+  try {
+    gcl::allReduceCrossReplica(g, y, Op::ADD, one, gcl::CommGroup(gcl::CommGroupType::CONSECUTIVE, 3));
+  } catch (const poputil::poplibs_error &) {
+    badGroup = 1;
+  }
+  try {
+    Graph bad(dev.getTarget(), replication_factor(3));
+  } catch (const poplar::poplar_error &) {
+    badFactor = 1;
+  }
+  std::cout << "@bad_group  : " << badGroup << "\n@bad_factor  : " << badFactor << "\n";
 
   Engine e(g, {prog, diverge, one});
   e.load(dev);
