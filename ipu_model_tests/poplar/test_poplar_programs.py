@@ -347,17 +347,20 @@ def test_multi_slice_and_updates_match_numpy(built):
     np.testing.assert_array_equal(a["ms_dim1_size2"], np.stack([sl(o) for o in idx2]))
     np.testing.assert_array_equal(a["ms_remap"], np.stack([sl(o if fits(o, 2, 10) else 0) for o in idx2]))
     mu, mua, mumax, t3c = emb.copy(), emb.copy(), emb.copy(), t3.copy()
+    muh = emb.astype(np.float16)
     for i, o in enumerate(idx):
         if fits(o, 1, 10):
             mu[o] = upd[i, 0]
             mua[o] = (mua[o].astype(np.float32) + np.float32(-0.5) * upd[i, 0].astype(np.float32))
             mumax[o] = np.maximum(mumax[o], upd[i, 0])
+            muh[o] = (muh[o].astype(np.float64) + 0.25 * upd[i, 0].astype(np.float16).astype(np.float64)).astype(np.float16)
     for i, o in enumerate(idx2):
         if fits(o, 2, 10):
             t3c[:, o:o + 2] += -0.5 * t3u[i]
     np.testing.assert_array_equal(a["mu"], mu)
     np.testing.assert_allclose(a["mua"], mua, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(a["mumax"], mumax)
+    np.testing.assert_array_equal(a["mua_half"], muh.astype(np.float64))
     np.testing.assert_allclose(a["mua_dim1"], t3c, rtol=1e-6, atol=1e-6)
 
 

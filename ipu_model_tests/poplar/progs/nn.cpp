@@ -65,6 +65,11 @@ int main() {
   prog.add(Copy(emb, e3));
   popops::multiUpdateMax(g, e3, upd, idx, {0}, {1}, prog, plan, {});
   out("mumax", e3);
+  Tensor eh = popops::cast(g, emb, HALF, prog), uh = popops::cast(g, upd, HALF, prog);
+  Tensor fscale = g.addConstant<float>(FLOAT, {}, 0.25f);
+  g.setTileMapping(fscale, 1);
+  popops::multiUpdateAdd(g, eh, uh, idx, fscale, {0}, {1}, prog, plan, {}); // half data, a float scale
+  out("mua_half", eh);
   Tensor t3u = in("t3u", FLOAT, {4, 3, 2, 4});
   Tensor t3c = g.clone(t3, "t3c");
   prog.add(Copy(t3, t3c));

@@ -80,7 +80,7 @@ void multiUpdate(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Te
                  const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
                  poplar::program::Sequence &prog, const SlicePlan &plan, const poplar::OptionFlags &options,
                  const poplar::DebugContext &dc = {});
-/// t's slice at offsets[i] += scale * s[i] (scale: a one-element tensor of t's type).
+/// t's slice at offsets[i] += scale * s[i] (scale: a one-element tensor, of t's type or FLOAT).
 void multiUpdateAdd(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &s, const poplar::Tensor &offsets,
                     const poplar::Tensor &scale, const std::vector<std::size_t> &dims,
                     const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &plan,

@@ -21,7 +21,7 @@ enum class SliceOp { Slice, Update, Add, Max, Mul };
 struct MultiPlan {
   SliceOp op;
   std::size_t A, D, size, N; // outer elements, sliced dimension, slice size, number of offsets
-  int code, offsetCode;
+  int code, offsetCode, scaleCode;
   bool remap; // out-of-range offsets read slice 0 (multiSlice's remapOutOfBoundIndices)
 };
 
@@ -37,11 +37,11 @@ public:
   bool compute() {
     const MultiPlan &p = *planOf<MultiPlan>(plan);
     const std::size_t es = sizeOf(p.code);
-    const std::size_t w = p.A * p.D ? base.size() / (p.A * p.D) : 0;
+    const std::size_t rows = p.A * p.D, w = rows != 0 ? base.size() / rows : 0;
     char *b = const_cast<char *>(reinterpret_cast<const char *>(base.data()));
     char *s = const_cast<char *>(reinterpret_cast<const char *>(sub.data()));
     const char *o = reinterpret_cast<const char *>(offsets.data());
-    const double k = Scaled ? load(p.code, reinterpret_cast<const char *>(scale.data())) : 1.0;
+    const double k = Scaled ? load(p.scaleCode, reinterpret_cast<const char *>(scale.data())) : 1.0;
     const std::size_t run = p.size * w; // elements of one slice row (fixed a)
     for (std::size_t i = 0; i < p.N; ++i) {
       double off = load(p.offsetCode, o + i * sizeOf(p.offsetCode));
@@ -137,7 +137,8 @@ void addMulti(poplar::Graph &graph, SliceOp op, const poplar::Tensor &t, const p
                             : scaled ? "popops::ipuxl::MultiUpdateScaled" : "popops::ipuxl::MultiUpdate";
   requireCodelets(graph, vtype, "popops");
   auto *plan = new MultiPlan{op, geo.A, geo.D, geo.size, geo.N, t.elementType().ipuxlCode(),
-                             offsets.elementType().ipuxlCode(), remap};
+                             offsets.elementType().ipuxlCode(),
+                             scaled ? scale->elementType().ipuxlCode() : t.elementType().ipuxlCode(), remap};
   poplar::Tensor t3 = t.reshape({geo.A, geo.D, geo.B});
   poplar::Tensor s4 = s.reshape({geo.N, geo.A, geo.size, geo.B});
   poplar::ComputeSet cs = graph.addComputeSet(poplar::DebugContext(dc, name));
@@ -176,8 +177,10 @@ void update(poplar::Graph &graph, SliceOp op, const poplar::Tensor &t, const pop
   poplar::Tensor off = offsetsColumn(offsets, name);
   geo.N = off.numElements();
   checkUpdate(t, s, geo, dims[0], name);
-  if (scale && (scale->numElements() != 1 || scale->elementType() != t.elementType()))
-    throw poputil::poplibs_error(std::string(name) + ": scale must be one element of " + t.elementType().toString());
+  // The scale may be of t's type or another (a float scale of half data).
+  if (scale && scale->numElements() != 1)
+    throw poputil::poplibs_error(std::string(name) + ": scale must have one element, it has " +
+                                 std::to_string(scale->numElements()));
   addMulti(graph, op, t, s, off, scale, geo, false, prog, dc, name);
 }
 
