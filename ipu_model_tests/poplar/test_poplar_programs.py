@@ -361,6 +361,16 @@ def test_multi_slice_and_updates_match_numpy(built):
     np.testing.assert_allclose(a["mua"], mua, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(a["mumax"], mumax)
     np.testing.assert_array_equal(a["mua_half"], muh.astype(np.float64))
+    gemb, gidx, gupd = a["in_gemb"], a["in_gidx"].astype(int), a["in_gupd"]
+    gms = np.zeros((2, 3, 1, 12))
+    gmua = gemb.copy()
+    for k in range(2):
+        for i, o in enumerate(gidx[k]):
+            if fits(o, 1, 10):
+                gms[k, i] = gemb[k, o:o + 1]
+                gmua[k, o] += -0.5 * gupd[k, i, 0]
+    np.testing.assert_array_equal(a["gms"], gms)
+    np.testing.assert_allclose(a["gmua"], gmua, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(a["mua_dim1"], t3c, rtol=1e-6, atol=1e-6)
 
 

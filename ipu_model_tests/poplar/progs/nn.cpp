@@ -70,6 +70,17 @@ int main() {
   g.setTileMapping(fscale, 1);
   popops::multiUpdateAdd(g, eh, uh, idx, fscale, {0}, {1}, prog, plan, {}); // half data, a float scale
   out("mua_half", eh);
+  Tensor gemb = popops::createGroupedSliceableTensor(g, FLOAT, 2, {10, 12}, {0}, {1}, plan, {}, "gemb");
+  g.createHostWrite("gemb", gemb);
+  ins.push_back({"gemb", gemb});
+  Tensor gidx = popops::createGroupedIndicesTensor(g, 2, {0}, 3, plan, {}, "gidx");
+  g.createHostWrite("gidx", gidx);
+  out("gms", popops::groupedMultiSlice(g, gemb, gidx, {0}, {1}, prog, plan, {}));
+  Tensor gupd = in("gupd", FLOAT, {2, 3, 1, 12});
+  Tensor gemb2 = g.clone(gemb, "gemb2");
+  prog.add(Copy(gemb, gemb2));
+  popops::groupedMultiUpdateAdd(g, gemb2, gupd, gidx, scale, {0}, {1}, prog, plan, {});
+  out("gmua", gemb2);
   Tensor t3u = in("t3u", FLOAT, {4, 3, 2, 4});
   Tensor t3c = g.clone(t3, "t3c");
   prog.add(Copy(t3, t3c));
@@ -147,6 +158,9 @@ int main() {
   std::vector<int> hidx2 = {8, 0, 9, -1}; // 9 and -1: slices of 2 that do not fit in 10
   e.writeTensor("idx2", hidx2.data(), hidx2.data() + hidx2.size());
   report("in_idx2", {4}, hidx2);
+  std::vector<unsigned> hgidx = {1, 1, 9, 0, 4, 11}; // group 0: 1, 1, 9; group 1: 0, 4, 11 (outside)
+  e.writeTensor("gidx", hgidx.data(), hgidx.data() + hgidx.size());
+  report("in_gidx", {2, 3}, hgidx);
   e.run();
   for (auto &o : outs) {
     std::vector<float> v(o.second.numElements());

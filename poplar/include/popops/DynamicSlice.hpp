@@ -100,6 +100,46 @@ void multiUpdateMul(poplar::Graph &graph, const poplar::Tensor &t, const poplar:
                     poplar::program::Sequence &prog, const SlicePlan &plan, const poplar::OptionFlags &options,
                     const poplar::DebugContext &dc = {});
 
+/// Grouped forms: t is [G, ...], offsets [G, N] or [G, N, 1], dims index
+/// each group's dimensions; group k slices (updates) t[k] at offsets[k].
+/// The result (the slices s) is [G, N, group's slice shape].
+poplar::Tensor createGroupedSliceableTensor(poplar::Graph &graph, const poplar::Type &type, std::size_t groupSize,
+                                            const std::vector<std::size_t> &shape, const std::vector<std::size_t> &dims,
+                                            const std::vector<std::size_t> &sizes, const SlicePlan &plan,
+                                            const poplar::OptionFlags &options, const poplar::DebugContext &dc = {});
+poplar::Tensor createGroupedSliceTensor(poplar::Graph &graph, const poplar::Type &type, std::size_t groupSize,
+                                        const std::vector<std::size_t> &shape, const std::vector<std::size_t> &dims,
+                                        const std::vector<std::size_t> &sizes, std::size_t numIndices,
+                                        const SlicePlan &plan, const poplar::OptionFlags &options,
+                                        const poplar::DebugContext &dc = {});
+poplar::Tensor createGroupedIndicesTensor(poplar::Graph &graph, std::size_t groupSize,
+                                          const std::vector<std::size_t> &dims, std::size_t numIndices,
+                                          const SlicePlan &plan, const poplar::OptionFlags &options,
+                                          const poplar::DebugContext &dc = {});
+poplar::Tensor groupedMultiSlice(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &offsets,
+                                 const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
+                                 poplar::program::Sequence &prog, const SlicePlan &plan,
+                                 const poplar::OptionFlags &options, const poplar::DebugContext &dc = {});
+void groupedMultiUpdate(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &s,
+                        const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                        const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &plan,
+                        const poplar::OptionFlags &options, const poplar::DebugContext &dc = {});
+void groupedMultiUpdateAdd(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const poplar::Tensor &scale,
+                           const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
+                           poplar::program::Sequence &prog, const SlicePlan &plan, const poplar::OptionFlags &options,
+                           const poplar::DebugContext &dc = {});
+void groupedMultiUpdateMax(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                           const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog,
+                           const SlicePlan &plan, const poplar::OptionFlags &options,
+                           const poplar::DebugContext &dc = {});
+void groupedMultiUpdateMul(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                           const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog,
+                           const SlicePlan &plan, const poplar::OptionFlags &options,
+                           const poplar::DebugContext &dc = {});
+
 namespace embedding {
 /// A plan for slicing a {numEntries, outputSize} embedding (ipuxl: the one plan).
 SlicePlan plan(const poplar::Graph &graph, const poplar::Type &dataType, std::size_t numEntries,

@@ -129,32 +129,57 @@ unsigned tileOf(const poplar::Graph &graph, const poplar::Tensor &t) {
   return 0;
 }
 
-void addMulti(poplar::Graph &graph, SliceOp op, const poplar::Tensor &t, const poplar::Tensor &s,
-              const poplar::Tensor &offsets, const poplar::Tensor *scale, const Geometry &geo, bool remap,
-              poplar::program::Sequence &prog, const poplar::DebugContext &dc, const char *name) {
+/// One compute set: for each group k, ts[k] ([A, D, B]) sliced into (or
+/// updated from) ss[k] ([N, A, size, B]) at offs[k].
+void addMulti(poplar::Graph &graph, SliceOp op, const std::vector<poplar::Tensor> &ts,
+              const std::vector<poplar::Tensor> &ss, const std::vector<poplar::Tensor> &offs,
+              const poplar::Tensor *scale, const Geometry &geo, bool remap, poplar::program::Sequence &prog,
+              const poplar::DebugContext &dc, const char *name) {
   const bool slice = op == SliceOp::Slice, scaled = scale != nullptr;
   const char *vtype = slice ? "popops::ipuxl::MultiSlice"
                             : scaled ? "popops::ipuxl::MultiUpdateScaled" : "popops::ipuxl::MultiUpdate";
   requireCodelets(graph, vtype, "popops");
-  auto *plan = new MultiPlan{op, geo.A, geo.D, geo.size, geo.N, t.elementType().ipuxlCode(),
-                             offsets.elementType().ipuxlCode(),
-                             scaled ? scale->elementType().ipuxlCode() : t.elementType().ipuxlCode(), remap};
-  poplar::Tensor t3 = t.reshape({geo.A, geo.D, geo.B});
-  poplar::Tensor s4 = s.reshape({geo.N, geo.A, geo.size, geo.B});
+  auto *plan = new MultiPlan{op, geo.A, geo.D, geo.size, geo.N, ts[0].elementType().ipuxlCode(),
+                             offs[0].elementType().ipuxlCode(),
+                             scaled ? scale->elementType().ipuxlCode() : ts[0].elementType().ipuxlCode(), remap};
   poplar::ComputeSet cs = graph.addComputeSet(poplar::DebugContext(dc, name));
-  for (const auto &c : chunks(geo.B, graph.getTarget().getNumTiles())) {
-    poplar::Tensor bc = t3.slice(c.first, c.second, 2), sc = s4.slice(c.first, c.second, 3);
-    auto v = graph.addVertex(cs, vtype);
-    graph.connect(v["base"], bc.flatten());
-    graph.connect(v["sub"], sc.flatten());
-    graph.connect(v["offsets"], offsets);
-    graph.connect(v["scale"], scaled ? scale->flatten() : offsets);
-    graph.setInitialValue(v["plan"], keepPlan(plan));
-    graph.setTileMapping(v, tileOf(graph, bc));
-    std::size_t work = geo.N * geo.A * geo.size * (c.second - c.first);
-    graph.setPerfEstimate(v, 20 + 4 * geo.N + (op == SliceOp::Slice || op == SliceOp::Update ? work / 2 : 2 * work));
+  for (std::size_t k = 0; k < ts.size(); ++k) {
+    poplar::Tensor t3 = ts[k].reshape({geo.A, geo.D, geo.B});
+    poplar::Tensor s4 = ss[k].reshape({geo.N, geo.A, geo.size, geo.B});
+    for (const auto &c : chunks(geo.B, graph.getTarget().getNumTiles())) {
+      poplar::Tensor bc = t3.slice(c.first, c.second, 2), sc = s4.slice(c.first, c.second, 3);
+      auto v = graph.addVertex(cs, vtype);
+      graph.connect(v["base"], bc.flatten());
+      graph.connect(v["sub"], sc.flatten());
+      graph.connect(v["offsets"], offs[k]);
+      graph.connect(v["scale"], scaled ? scale->flatten() : offs[k]);
+      graph.setInitialValue(v["plan"], keepPlan(plan));
+      graph.setTileMapping(v, tileOf(graph, bc));
+      std::size_t work = geo.N * geo.A * geo.size * (c.second - c.first);
+      graph.setPerfEstimate(v, 20 + 4 * geo.N + (op == SliceOp::Slice || op == SliceOp::Update ? work / 2 : 2 * work));
+    }
   }
   prog.add(poplar::program::Execute(cs));
+}
+
+/// t ([G, ...]) and offsets ([G, N] or [G, N, 1]) of a grouped operation, per group.
+struct Groups {
+  std::vector<poplar::Tensor> ts, offs;
+  Geometry geo;
+};
+Groups groupsOf(const poplar::Tensor &t, const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                const std::vector<std::size_t> &sizes, const char *op) {
+  if (t.rank() < 2 || offsets.rank() < 2 || offsets.dim(0) != t.dim(0))
+    throw poputil::poplibs_error(std::string(op) + ": t " + t.shapeToString() + " and offsets " +
+                                 offsets.shapeToString() + " must share their first (group) dimension");
+  Groups g;
+  g.geo = geometry(t[0], dims, sizes, op);
+  for (std::size_t k = 0; k < t.dim(0); ++k) {
+    g.ts.push_back(t[k]);
+    g.offs.push_back(offsetsColumn(offsets[k], op));
+  }
+  g.geo.N = g.offs[0].numElements();
+  return g;
 }
 
 void checkUpdate(const poplar::Tensor &t, const poplar::Tensor &s, const Geometry &geo, std::size_t dim, const char *op) {
@@ -181,7 +206,23 @@ void update(poplar::Graph &graph, SliceOp op, const poplar::Tensor &t, const pop
   if (scale && scale->numElements() != 1)
     throw poputil::poplibs_error(std::string(name) + ": scale must have one element, it has " +
                                  std::to_string(scale->numElements()));
-  addMulti(graph, op, t, s, off, scale, geo, false, prog, dc, name);
+  addMulti(graph, op, {t}, {s}, {off}, scale, geo, false, prog, dc, name);
+}
+
+void groupedUpdate(poplar::Graph &graph, SliceOp op, const poplar::Tensor &t, const poplar::Tensor &s,
+                   const poplar::Tensor &offsets, const poplar::Tensor *scale, const std::vector<std::size_t> &dims,
+                   const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog,
+                   const poplar::DebugContext &dc, const char *name) {
+  Groups g = groupsOf(t, offsets, dims, sizes, name);
+  if (s.rank() < 1 || s.dim(0) != t.dim(0))
+    throw poputil::poplibs_error(std::string(name) + ": the slices " + s.shapeToString() + " need " +
+                                 std::to_string(t.dim(0)) + " groups");
+  checkUpdate(t[0], s[0], g.geo, dims[0], name);
+  if (scale && scale->numElements() != 1)
+    throw poputil::poplibs_error(std::string(name) + ": scale must have one element");
+  std::vector<poplar::Tensor> ss;
+  for (std::size_t k = 0; k < t.dim(0); ++k) ss.push_back(s[k]);
+  addMulti(graph, op, g.ts, ss, g.offs, scale, g.geo, false, prog, dc, name);
 }
 
 poplar::Tensor constantOffsets(poplar::Graph &graph, poplar::ArrayRef<unsigned> offsets) {
@@ -189,6 +230,14 @@ poplar::Tensor constantOffsets(poplar::Graph &graph, poplar::ArrayRef<unsigned> 
   poplar::Tensor c = graph.addConstant(poplar::UNSIGNED_INT, {v.size()}, poplar::ArrayRef<unsigned>(v), "offsets");
   graph.setTileMapping(c, 0);
   return c;
+}
+/// Chunk k of t (one group's) on tile first + k (wrapping): see the file's comment.
+void mapSliceable(poplar::Graph &g, const poplar::Tensor &t, const std::vector<std::size_t> &dims,
+                  const std::vector<std::size_t> &sizes, unsigned first) {
+  Geometry geo = geometry(t, dims, sizes.empty() ? std::vector<std::size_t>{1} : sizes, "popops::createSliceableTensor");
+  poplar::Tensor t3 = t.reshape({geo.A, geo.D, geo.B});
+  unsigned tiles = g.getTarget().getNumTiles(), tile = first;
+  for (const auto &c : chunks(geo.B, tiles)) g.setTileMapping(t3.slice(c.first, c.second, 2), tile++ % tiles);
 }
 } // namespace
 
@@ -218,10 +267,7 @@ poplar::Tensor createSliceableTensor(poplar::Graph &g, const poplar::Type &type,
     poputil::mapTensorLinearly(g, t);
     return t;
   }
-  Geometry geo = geometry(t, dims, sizes.empty() ? std::vector<std::size_t>{1} : sizes, "popops::createSliceableTensor");
-  poplar::Tensor t3 = t.reshape({geo.A, geo.D, geo.B});
-  unsigned tile = 0;
-  for (const auto &c : chunks(geo.B, g.getTarget().getNumTiles())) g.setTileMapping(t3.slice(c.first, c.second, 2), tile++);
+  mapSliceable(g, t, dims, sizes, 0);
   return t;
 }
 poplar::Tensor createSliceableTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
@@ -269,7 +315,7 @@ poplar::Tensor multiSlice(poplar::Graph &g, const poplar::Tensor &t, const popla
   geo.N = off.numElements();
   bool remap = options.ipuxlHas("remapOutOfBoundIndices") && options.at("remapOutOfBoundIndices") == "true";
   poplar::Tensor out = createSliceTensor(g, t, dims, sizes, geo.N, poplar::DebugContext(dc, "multiSlice"));
-  if (geo.N) addMulti(g, SliceOp::Slice, t, out, off, nullptr, geo, remap, prog, dc, name);
+  if (geo.N) addMulti(g, SliceOp::Slice, {t}, {out}, {off}, nullptr, geo, remap, prog, dc, name);
   return out;
 }
 poplar::Tensor multiSlice(poplar::Graph &g, const poplar::Tensor &t, poplar::ArrayRef<unsigned> offsets, std::size_t dim,
@@ -306,6 +352,86 @@ void multiUpdateMul(poplar::Graph &g, const poplar::Tensor &t, const poplar::Ten
                     poplar::program::Sequence &prog, const SlicePlan &, const poplar::OptionFlags &,
                     const poplar::DebugContext &dc) {
   update(g, SliceOp::Mul, t, s, offsets, nullptr, dims, sizes, prog, dc, "popops::multiUpdateMul");
+}
+
+poplar::Tensor createGroupedSliceableTensor(poplar::Graph &g, const poplar::Type &type, std::size_t groupSize,
+                                            const std::vector<std::size_t> &shape, const std::vector<std::size_t> &dims,
+                                            const std::vector<std::size_t> &sizes, const SlicePlan &,
+                                            const poplar::OptionFlags &, const poplar::DebugContext &dc) {
+  auto full = shape;
+  full.insert(full.begin(), groupSize);
+  poplar::Tensor t = g.addVariable(type, full, dc);
+  if (dims.size() != 1 || t.numElements() == 0) {
+    poputil::mapTensorLinearly(g, t);
+    return t;
+  }
+  // Each group's chunks start where the previous group's ended.
+  std::size_t B = 1;
+  for (std::size_t k = dims[0] + 1; k < shape.size(); ++k) B *= shape[k];
+  unsigned per = static_cast<unsigned>(chunks(B, g.getTarget().getNumTiles()).size());
+  for (std::size_t k = 0; k < groupSize; ++k) mapSliceable(g, t[k], dims, sizes, static_cast<unsigned>(k * per));
+  return t;
+}
+poplar::Tensor createGroupedSliceTensor(poplar::Graph &g, const poplar::Type &type, std::size_t groupSize,
+                                        const std::vector<std::size_t> &shape, const std::vector<std::size_t> &dims,
+                                        const std::vector<std::size_t> &sizes, std::size_t numIndices,
+                                        const SlicePlan &plan, const poplar::OptionFlags &o,
+                                        const poplar::DebugContext &dc) {
+  poplar::Tensor one = createSliceTensor(g, type, shape, dims, sizes, numIndices, plan, o, dc);
+  auto s = one.shape();
+  s.insert(s.begin(), groupSize);
+  poplar::Tensor out = g.addVariable(type, s, dc);
+  poputil::mapTensorLinearly(g, out);
+  return out;
+}
+poplar::Tensor createGroupedIndicesTensor(poplar::Graph &g, std::size_t groupSize, const std::vector<std::size_t> &dims,
+                                          std::size_t numIndices, const SlicePlan &, const poplar::OptionFlags &,
+                                          const poplar::DebugContext &dc) {
+  poplar::Tensor t = g.addVariable(poplar::UNSIGNED_INT, {groupSize, numIndices, dims.size()}, dc);
+  poputil::mapTensorLinearly(g, t);
+  return t;
+}
+
+poplar::Tensor groupedMultiSlice(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &offsets,
+                                 const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
+                                 poplar::program::Sequence &prog, const SlicePlan &, const poplar::OptionFlags &options,
+                                 const poplar::DebugContext &dc) {
+  const char *name = "popops::groupedMultiSlice";
+  Groups gr = groupsOf(t, offsets, dims, sizes, name);
+  bool remap = options.ipuxlHas("remapOutOfBoundIndices") && options.at("remapOutOfBoundIndices") == "true";
+  auto s = sliceShape(t[0], dims[0], sizes[0], gr.geo.N);
+  s.insert(s.begin(), t.dim(0));
+  poplar::Tensor out = g.addVariable(t.elementType(), s, {dc, "groupedMultiSlice"});
+  poputil::mapTensorLinearly(g, out);
+  std::vector<poplar::Tensor> outs;
+  for (std::size_t k = 0; k < t.dim(0); ++k) outs.push_back(out[k]);
+  if (gr.geo.N) addMulti(g, SliceOp::Slice, gr.ts, outs, gr.offs, nullptr, gr.geo, remap, prog, dc, name);
+  return out;
+}
+void groupedMultiUpdate(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &s,
+                        const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                        const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &,
+                        const poplar::OptionFlags &, const poplar::DebugContext &dc) {
+  groupedUpdate(g, SliceOp::Update, t, s, offsets, nullptr, dims, sizes, prog, dc, "popops::groupedMultiUpdate");
+}
+void groupedMultiUpdateAdd(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const poplar::Tensor &scale,
+                           const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
+                           poplar::program::Sequence &prog, const SlicePlan &, const poplar::OptionFlags &,
+                           const poplar::DebugContext &dc) {
+  groupedUpdate(g, SliceOp::Add, t, s, offsets, &scale, dims, sizes, prog, dc, "popops::groupedMultiUpdateAdd");
+}
+void groupedMultiUpdateMax(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                           const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &,
+                           const poplar::OptionFlags &, const poplar::DebugContext &dc) {
+  groupedUpdate(g, SliceOp::Max, t, s, offsets, nullptr, dims, sizes, prog, dc, "popops::groupedMultiUpdateMax");
+}
+void groupedMultiUpdateMul(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &s,
+                           const poplar::Tensor &offsets, const std::vector<std::size_t> &dims,
+                           const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &,
+                           const poplar::OptionFlags &, const poplar::DebugContext &dc) {
+  groupedUpdate(g, SliceOp::Mul, t, s, offsets, nullptr, dims, sizes, prog, dc, "popops::groupedMultiUpdateMul");
 }
 
 namespace embedding {
