@@ -26,6 +26,8 @@ LIBS = {
     "poplibs": ["-lpoplar", "-lpopops", "-lpoplin", "-lpopnn", "-lpoprand", "-lpoputil"],
     "errors": ["-lpoplar", "-lpopops", "-lpoputil"],
     "profile": ["-lpoplar"],
+    "nn": ["-lpoplar", "-lpopops", "-lpopnn", "-lpoputil"],
+    "replication": ["-lpoplar", "-lpopops", "-lpoputil", "-lgcl"],
 }
 
 
@@ -317,3 +319,182 @@ def test_profile_summary_follows_the_model(built):
     assert "cs: " in out and "2 runs" in out
     # Memory: x and y (80 floats each) are split evenly over tiles 0 and 1.
     assert _figure(out, "Variables") == 2 * 80 * 4
+    # Code (docs/poplar.md, PopXL's model figures): the stream copy (2 x 12 B)
+    # and two Executes (12 B each) on every tile's control program; exchange
+    # code: 48 + 2 B of host exchange on x's two tiles, and per Execute 32 +
+    # 2 B on the two tiles that exchange row 0; a landing-pad copy descriptor
+    # (8 B) on x's tiles.
+    assert _figure(out, "Control code") == tiles * (2 * 12 + 2 * 12)
+    assert _figure(out, "Exchange code") == 2 * (48 + 2) + 2 * 2 * (32 + 2)
+    assert _figure(out, "Copy descriptors") == 2 * 8
+
+
+def _ramp(n, scale, offset):
+    i = np.arange(n)
+    return (np.float32(offset) + np.float32(scale) * ((i * 7) % 23).astype(np.float32)).astype(np.float32)
+
+
+def test_multi_slice_and_updates_match_numpy(built):
+    out, _ = run(built, "nn")
+    a = parse(out)
+    emb, t3, upd, t3u = a["in_emb"], a["in_t3"], a["in_upd"], a["in_t3u"]
+    idx, idx2 = a["in_idx"].astype(int), a["in_idx2"].astype(int)
+    fits = lambda o, size, d: 0 <= o and o + size <= d
+    ms = np.stack([emb[o:o + 1] if fits(o, 1, 10) else np.zeros((1, 12)) for o in idx])
+    np.testing.assert_array_equal(a["ms"], ms)
+    np.testing.assert_array_equal(a["ms_static"], emb[[7, 0, 7]][:, None])
+    sl = lambda o: t3[:, o:o + 2] if fits(o, 2, 10) else np.zeros((3, 2, 4))
+    np.testing.assert_array_equal(a["ms_dim1_size2"], np.stack([sl(o) for o in idx2]))
+    np.testing.assert_array_equal(a["ms_remap"], np.stack([sl(o if fits(o, 2, 10) else 0) for o in idx2]))
+    mu, mua, mumax, t3c = emb.copy(), emb.copy(), emb.copy(), t3.copy()
+    muh = emb.astype(np.float16)
+    for i, o in enumerate(idx):
+        if fits(o, 1, 10):
+            mu[o] = upd[i, 0]
+            mua[o] = (mua[o].astype(np.float32) + np.float32(-0.5) * upd[i, 0].astype(np.float32))
+            mumax[o] = np.maximum(mumax[o], upd[i, 0])
+            muh[o] = (muh[o].astype(np.float64) + 0.25 * upd[i, 0].astype(np.float16).astype(np.float64)).astype(np.float16)
+    for i, o in enumerate(idx2):
+        if fits(o, 2, 10):
+            t3c[:, o:o + 2] += -0.5 * t3u[i]
+    np.testing.assert_array_equal(a["mu"], mu)
+    np.testing.assert_allclose(a["mua"], mua, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(a["mumax"], mumax)
+    np.testing.assert_array_equal(a["mua_half"], muh.astype(np.float64))
+    gemb, gidx, gupd = a["in_gemb"], a["in_gidx"].astype(int), a["in_gupd"]
+    gms = np.zeros((2, 3, 1, 12))
+    gmua = gemb.copy()
+    for k in range(2):
+        for i, o in enumerate(gidx[k]):
+            if fits(o, 1, 10):
+                gms[k, i] = gemb[k, o:o + 1]
+                gmua[k, o] += -0.5 * gupd[k, i, 0]
+    np.testing.assert_array_equal(a["gms"], gms)
+    np.testing.assert_allclose(a["gmua"], gmua, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a["mua_dim1"], t3c, rtol=1e-6, atol=1e-6)
+
+
+def _group_norm_torch(x, gamma, beta, gin, groups, eps, strided):
+    """Outputs and gradients of group norm by PyTorch autograd (float64): the
+    strided grouping (channel c in group c % G) by permuting the channels."""
+    import torch
+    c = x.shape[1]
+    perm = np.arange(c).reshape(c // groups, groups).T.ravel() if strided else np.arange(c)
+    xt = torch.tensor(x[:, perm], dtype=torch.float64, requires_grad=True)
+    gt = torch.tensor(gamma[perm], dtype=torch.float64, requires_grad=True)
+    bt = torch.tensor(beta[perm], dtype=torch.float64, requires_grad=True)
+    y = torch.nn.functional.group_norm(xt, groups, gt, bt, eps)
+    (y * torch.tensor(gin[:, perm])).sum().backward()
+    inv = np.argsort(perm)
+    return (y.detach().numpy()[:, inv], xt.grad.numpy()[:, inv], gt.grad.numpy()[inv], bt.grad.numpy()[inv])
+
+
+def test_group_layer_instance_norm_match_torch(built):
+    out, _ = run(built, "nn")
+    a = parse(out)
+    acts, gamma, beta, gin = a["in_acts"], a["in_gamma"], a["in_beta"], a["in_gin"]
+    tol = dict(rtol=2e-5, atol=2e-5)
+    for strided in (False, True):
+        sfx = "_strided" if strided else ""
+        x4 = acts.reshape(4, 2, 3, 5).transpose(0, 2, 1, 3) if strided else acts.reshape(4, 3, 2, 5)
+        np.testing.assert_allclose(a["gn_mean" + sfx], x4.mean((2, 3)).ravel(), **tol)
+        np.testing.assert_allclose(a["gn_istd" + sfx], 1 / np.sqrt(x4.var((2, 3)).ravel() + 1e-3), **tol)
+        y, dx, dg, db = _group_norm_torch(acts, gamma, beta, gin, 3, 1e-3, strided)
+        np.testing.assert_allclose(a["gn_out" + sfx], y, **tol)
+        np.testing.assert_allclose(a["gn_grad" + sfx], dx, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a["gn_dgamma" + sfx], dg, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a["gn_dbeta" + sfx], db, rtol=1e-4, atol=1e-4)
+    x2, g2, gm2, bt2 = a["in_x2"], a["in_g2"], a["in_gm2"], a["in_bt2"]
+    np.testing.assert_allclose(a["ln_mean_unbiased"], x2.mean(1), **tol)
+    np.testing.assert_allclose(a["ln_istd_unbiased"], 1 / np.sqrt(x2.var(1, ddof=1) + 1e-5), **tol)
+    y, dx, dg, db = _group_norm_torch(x2, gm2, bt2, g2, 1, 1e-5, False)
+    np.testing.assert_allclose(a["ln_out"], y, **tol)
+    np.testing.assert_allclose(a["ln_whiten"], (x2 - x2.mean(1, keepdims=True)) / np.sqrt(x2.var(1, keepdims=True) + 1e-5), **tol)
+    np.testing.assert_allclose(a["ln_grad"], dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a["ln_dgamma"], dg, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a["ln_dbeta"], db, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a["ln_gamma_upd"], gm2 - 0.1 * dg, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a["ln_beta_upd"], bt2 - 0.1 * db, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a["ln_half_out"], y, rtol=1e-2, atol=2e-2)  # statistics in float, values in half
+    np.testing.assert_allclose(a["in_mean"], acts.mean(2).ravel(), **tol)
+
+
+def test_non_linearity_gradients_match_torch(built):
+    import torch
+    out, _ = run(built, "nn")
+    a = parse(out)
+    x, g = a["in_x2"], a["in_g2"]
+    fns = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu,
+           "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+           "gelu_erf": torch.nn.functional.gelu, "swish": torch.nn.functional.silu,
+           "softmax": lambda t: torch.softmax(t, -1)}
+    for name, f in fns.items():
+        xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        (f(xt) * torch.tensor(g)).sum().backward()
+        np.testing.assert_allclose(a["nlgrad_" + name], xt.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    # HARD_SIGMOID as PopLibs defines it: clamp(0.2 x + 0.5, 0, 1).
+    y = np.clip(0.2 * x + 0.5, 0, 1)
+    np.testing.assert_allclose(a["nl_hard_sigmoid"], y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a["nlgrad_hard_sigmoid"], np.where((y > 0) & (y < 1), 0.2 * g, 0), rtol=1e-6, atol=1e-6)
+
+
+def test_replicated_graph_streams_control_flow_and_collectives(built):
+    out, err = run(built, "replication")
+    a = parse(out)
+    R = 4
+    assert a["replication_factor"] == R
+    np.testing.assert_array_equal(a["replica_target"], [1, 4])  # one IPU of 4 tiles per replica
+    w = a["in_w"].astype(np.float32)
+    xs = [a[f"in_x_{r}"].astype(np.float32) for r in range(R)]
+    np.testing.assert_array_equal(xs[1], _ramp(6, 0.4, -0.5))  # each replica read its own stream
+    ys = [x * w + np.float32(0.25) for x in xs]  # b is a BROADCAST stream: b[0] on every replica
+    Y = np.stack(ys).astype(np.float64)
+    got = lambda name: np.stack([a[f"{name}_{r}"] for r in range(R)])
+    tol = dict(rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got("y"), Y, **tol)
+    np.testing.assert_array_equal(got("replica_index"), np.arange(R)[:, None])
+    every = lambda v: np.broadcast_to(v, Y.shape)
+    np.testing.assert_allclose(got("ar_add"), every(Y.sum(0)), **tol)
+    np.testing.assert_allclose(got("ar_mean"), every(Y.mean(0)), **tol)
+    np.testing.assert_allclose(got("ar_mul"), every(Y.prod(0)), rtol=1e-5)
+    np.testing.assert_array_equal(got("ar_min"), every(Y.min(0)))
+    np.testing.assert_array_equal(got("ar_max"), every(Y.max(0)))
+    np.testing.assert_allclose(got("ar_square_add"), every((Y ** 2).sum(0)), rtol=1e-6)
+    np.testing.assert_array_equal(got("ar_local"), Y.astype(np.float32))
+
+    def grouped(groups, f):
+        res = np.zeros_like(Y)
+        for grp in groups:
+            for r in grp:
+                res[r] = f(Y[grp])
+        return res
+    cons2, orth2 = [[0, 1], [2, 3]], [[0, 2], [1, 3]]
+    np.testing.assert_allclose(got("ar_cons2"), grouped(cons2, lambda v: v.sum(0)), **tol)
+    np.testing.assert_allclose(got("ar_orth2"), grouped(orth2, lambda v: v.sum(0)), **tol)
+    np.testing.assert_allclose(got("ar_strided2"), grouped(orth2, lambda v: v.sum(0)), **tol)
+    np.testing.assert_array_equal(got("ar_inplace_max_cons2"), grouped(cons2, lambda v: v.max(0)))
+    for r in range(R):
+        np.testing.assert_array_equal(a[f"ag_{r}"], Y)
+        grp = orth2[r % 2]
+        np.testing.assert_array_equal(a[f"ag_orth2_{r}"], Y[grp])
+    full = np.concatenate([Y.sum(0), [0, 0]])  # 6 elements over 4 replicas: 2 each, zero-padded
+    np.testing.assert_allclose(got("rs"), full.reshape(R, 2), **tol)
+    s01, s23 = Y[0] + Y[1], Y[2] + Y[3]
+    np.testing.assert_allclose(got("rs_cons2"), [s01[:3], s01[3:], s23[:3], s23[3:]], **tol)
+    np.testing.assert_array_equal(got("bcast_root1_cons2"), Y[[1, 1, 3, 3]])
+    # Control flow per replica: replica r loops r + 1 times; the If follows y[0]'s sign.
+    np.testing.assert_allclose(got("loop_acc"), np.stack([(r + 1) * Y[r] for r in range(R)]), rtol=1e-6)
+    branch = np.stack([10 * Y[r] if Y[r, 0] > 0 else -Y[r] for r in range(R)])
+    assert (Y[:, 0] > 0).any() and (Y[:, 0] <= 0).any()  # the replicas did diverge
+    np.testing.assert_allclose(got("branch_sum"), every(branch.sum(0)), rtol=1e-5)
+    np.testing.assert_array_equal(got("remote_row1"), [[100 * r, 100 * r + 1, 100 * r + 2] for r in range(R)])
+    # A collective that only some replicas of a group reach is an error (a hang on an IPU).
+    assert a["diverge_error"] == 1 and "only 2 of the 4 replicas" in out
+    assert a["bad_group"] == 1 and a["bad_factor"] == 1
+    # The IPU model's cost of an all-reduce of 4000 bytes over 4 replicas
+    # (docs/poplar.md): 2(G-1) steps of a 500-cycle global sync, 2(G-1)/G of
+    # the bytes at 32 GB/s, and on-tile adds of a 1/G slice per step.
+    G, B, tiles = 4, 4000, 4
+    link = 2 * (G - 1) * 500 + np.ceil(2 * (G - 1) / G * B / (32e9 / 1.33e9))
+    per_step = np.ceil(np.ceil(np.ceil(B / tiles) / G) / 8)
+    assert a["allreduce_cycles"] == link + 2 * (G - 1) * (11 + 2 * per_step)

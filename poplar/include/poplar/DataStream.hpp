@@ -13,6 +13,7 @@ struct StreamInfo {
   Type type;
   std::size_t numElements = 0;
   bool hostToDevice = true;
+  bool broadcast = false; // ReplicatedStreamMode::BROADCAST: one stream for every replica
   unsigned id = 0;
 };
 struct RemoteBufferInfo {

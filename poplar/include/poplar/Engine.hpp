@@ -46,13 +46,17 @@ public:
   void connectStream(StringRef handle, void *begin, void *end);
   void connectStream(const DataStream &s, void *p) { connectStream(s.handle(), p); }
   void connectStream(const DataStream &s, void *begin, void *end) { connectStream(s.handle(), begin, end); }
+  /// With a replica index: that replica's stream (a graph's streams are per
+  /// replica); without: every replica's (see docs/poplar.md).
   void connectStream(StringRef handle, unsigned replicaIndex, void *p);
+  void connectStream(StringRef handle, unsigned replicaIndex, void *begin, void *end);
   void connectStreamToCallback(StringRef handle, std::function<void(void *)> f);
   void connectStreamToCallback(StringRef handle, unsigned replicaIndex, std::function<void(void *)> f);
   void connectStreamToCallback(StringRef handle, std::unique_ptr<StreamCallback> f);
   void connectStreamToCallback(StringRef handle, unsigned replicaIndex, std::unique_ptr<StreamCallback> f);
   void disconnectStream(StringRef handle);
 
+  /// writeTensor writes the tensor of every replica; readTensor reads replica 0's.
   void writeTensor(StringRef handle, const void *buf);
   void writeTensor(StringRef handle, const void *begin, const void *end);
   void readTensor(StringRef handle, void *buf);

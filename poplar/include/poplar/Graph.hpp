@@ -56,6 +56,12 @@ POPLAR_IPUXL_HOSTCODE(unsigned long, T_UNSIGNED_LONGLONG)
 #undef POPLAR_IPUXL_HOSTCODE
 } // namespace ipuxl_detail
 
+/// How many times a graph is replicated (Graph's constructor).
+struct replication_factor {
+  explicit replication_factor(unsigned v) : value(v) {}
+  unsigned value;
+};
+
 enum class VariableMappingMethod { NONE, LINEAR };
 enum class TensorCloneMethod {
   PRESERVE_ORDER_AND_ALIASES, CREATE_NEW_ORDER, PRESERVE_ORDER_UNLESS_ALIASES,
@@ -78,8 +84,12 @@ public:
     ConnectionDesc(StringRef f, Tensor t) : field(f), tensor(std::move(t)) {}
   };
 
-  explicit Graph(const Target &target, unsigned replicationFactor = 1);
-  explicit Graph(const Device &device, unsigned replicationFactor = 1);
+  /// A graph replicated r times: each replica gets target.getNumIPUs() / r
+  /// IPUs (getTarget() describes one replica) and its own copy of every variable.
+  explicit Graph(const Target &target, replication_factor r = replication_factor(1));
+  explicit Graph(const Device &device, replication_factor r = replication_factor(1));
+  Graph(const Target &target, unsigned replicationFactor);
+  Graph(const Device &device, unsigned replicationFactor);
   Graph(Graph &&) noexcept;
   Graph &operator=(Graph &&) noexcept;
   ~Graph();
@@ -88,7 +98,7 @@ public:
   Graph createVirtualGraph(unsigned numTilesPerIPU);
   Graph createVirtualGraph(unsigned lowerTile, unsigned upperTile);
   Graph getTopLevelGraph();
-  unsigned getReplicationFactor() const { return 1; }
+  unsigned getReplicationFactor() const;
 
   // Variables and constants
   Tensor addVariable(const Type &type, ArrayRef<std::size_t> shape, const DebugContext &dc = {});
@@ -141,6 +151,8 @@ public:
     ipuxlSetFieldValue(f, ipuxl_detail::HostCode<T>::value, values.data(), values.size());
   }
   bool isConstant(const Tensor &t) const { return t.containsConstant(); }
+  /// A scalar UNSIGNED_INT constant holding each replica's index (0 .. replicas - 1); map it to a tile.
+  Tensor addReplicationIndexConstant(const DebugContext &dc = {});
 
   // Tile mapping
   void setTileMapping(const Tensor &t, unsigned tile);

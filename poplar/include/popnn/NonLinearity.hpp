@@ -12,8 +12,8 @@ poplar::Tensor nonLinearity(poplar::Graph &graph, NonLinearityType type, poplar:
 void nonLinearityInPlace(poplar::Graph &graph, NonLinearityType type, poplar::Tensor t,
                          poplar::program::Sequence &prog, const poplar::DebugContext &dc = {},
                          const poplar::OptionFlags &options = {});
-/// The gradient of the non-linearity, given its output and the output's gradient.
-poplar::Tensor nonLinearityInputGradient(poplar::Graph &graph, NonLinearityType type, poplar::Tensor out,
+/// The gradient of the non-linearity, given its output (its input for GELU, GELU_ERF, SWISH) and the output's gradient.
+poplar::Tensor nonLinearityInputGradient(poplar::Graph &graph, NonLinearityType type, poplar::Tensor act,
                                          poplar::Tensor outGradient, poplar::program::Sequence &prog,
                                          const poplar::DebugContext &dc = {}, const poplar::OptionFlags &options = {});
 } // namespace popnn

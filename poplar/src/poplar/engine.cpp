@@ -117,25 +117,36 @@ std::shared_ptr<CompiledGraph> compile(const Graph &graph, ArrayRef<program::Pro
 // ---- EngineImpl ----
 
 EngineImpl::~EngineImpl() {
-  for (auto &cs : computeSets)
-    for (auto &v : cs.vertices)
-      if (v.obj) v.type->destroy(v.obj);
+  for (auto &replica : bound)
+    for (auto &cs : replica)
+      for (auto &v : cs.vertices)
+        if (v.obj) v.type->destroy(v.obj);
 }
 
 void EngineImpl::init() {
   g = compiled->graph.get();
-  mem.resize(g->vars.size());
-  for (std::size_t i = 0; i < g->vars.size(); ++i) {
-    const auto &v = g->vars[i];
-    if (v.hasInit)
-      mem[i] = v.init;
-    else
-      mem[i].assign(v.n * v.type.ipuxlSize(), 0);
+  replicas = g->replicationFactor;
+  // Each replica has its own copy of every variable, bound compute set,
+  // stream connection and remote buffer.
+  mems.resize(replicas);
+  for (unsigned r = 0; r < replicas; ++r) {
+    auto &m = mems[r];
+    m.resize(g->vars.size());
+    for (std::size_t i = 0; i < g->vars.size(); ++i) {
+      const auto &v = g->vars[i];
+      if (v.hasInit)
+        m[i] = v.init;
+      else
+        m[i].assign(v.n * v.type.ipuxlSize(), 0);
+      if (v.replicationIndex) std::memcpy(m[i].data(), &r, sizeof r);
+    }
   }
-  computeSets.resize(g->computeSets.size());
-  for (const auto &kv : g->streams) streams[kv.first];
+  bound.resize(replicas);
+  for (auto &b : bound) b.resize(g->computeSets.size());
+  for (const auto &kv : g->streams) streams[kv.first].resize(replicas);
   for (const auto &kv : g->remoteBuffers)
-    remote[kv.first].assign(kv.second->numElements * kv.second->repeats * kv.second->type.ipuxlSize(), 0);
+    remote[kv.first].assign(replicas, std::vector<char>(kv.second->numElements * kv.second->repeats *
+                                                        kv.second->type.ipuxlSize(), 0));
   // POPLAR_ENGINE_OPTIONS adds to (and overrides) the options the program gave.
   std::string env = readEnvironment("POPLAR_ENGINE_OPTIONS");
   if (!env.empty()) {
@@ -157,7 +168,7 @@ void EngineImpl::gather(const Tensor &t, char *out) const {
   std::size_t sz = t.elementType().ipuxlSize();
   for (const auto &r : t.ipuxlRep().regions) {
     std::size_t bytes = (r.end - r.begin) * sz;
-    std::memcpy(out, mem[r.var].data() + r.begin * sz, bytes);
+    std::memcpy(out, mem()[r.var].data() + r.begin * sz, bytes);
     out += bytes;
   }
 }
@@ -167,9 +178,18 @@ void EngineImpl::scatter(const Tensor &t, const char *in) {
   for (const auto &r : t.ipuxlRep().regions) {
     if (r.constant) throw poplar_error("ipuxl: a program writes to a constant");
     std::size_t bytes = (r.end - r.begin) * sz;
-    std::memcpy(mem[r.var].data() + r.begin * sz, in, bytes);
+    std::memcpy(mem()[r.var].data() + r.begin * sz, in, bytes);
     in += bytes;
   }
+}
+
+void EngineImpl::writeEveryReplica(const Tensor &t, const char *in) {
+  // The host writes a tensor of every replica (readTensor reads replica 0's).
+  for (unsigned r = 0; r < replicas; ++r) {
+    cur = r;
+    scatter(t, in);
+  }
+  cur = 0;
 }
 
 long long EngineImpl::readScalar(const Tensor &t) const {
@@ -181,7 +201,7 @@ long long EngineImpl::readScalar(const Tensor &t) const {
 }
 
 BoundComputeSet &EngineImpl::bind(unsigned csId) {
-  auto &b = computeSets[csId];
+  auto &b = bound[cur][csId];
   if (b.built) return b;
   const auto &cs = g->computeSets[csId];
   b.vertices.resize(cs.vertices.size());
@@ -223,7 +243,7 @@ BoundComputeSet &EngineImpl::bind(unsigned csId) {
         std::size_t sz = rep.type.ipuxlSize();
         if (rep.regions.size() == 1) {
           const auto &r = rep.regions[0];
-          fb.spans.push_back({mem[r.var].data() + r.begin * sz, rep.n});
+          fb.spans.push_back({mem()[r.var].data() + r.begin * sz, rep.n});
           return;
         }
         char *at = next;
@@ -231,7 +251,7 @@ BoundComputeSet &EngineImpl::bind(unsigned csId) {
         fb.spans.push_back({at, rep.n});
         for (const auto &r : rep.regions) {
           std::size_t bytes = (r.end - r.begin) * sz;
-          char *devp = mem[r.var].data() + r.begin * sz;
+          char *devp = mem()[r.var].data() + r.begin * sz;
           if (fi.dir == FD_IN || fi.dir == FD_INOUT) bv.gathers.push_back({at, devp, bytes});
           if (fi.dir == FD_OUT || fi.dir == FD_INOUT) bv.scatters.push_back({devp, at, bytes});
           at += bytes;
@@ -255,7 +275,8 @@ BoundComputeSet &EngineImpl::bind(unsigned csId) {
       fi.bind(bv.obj, fb);
     }
   }
-  b.cost = costOf(csId, b);
+  // Every replica runs the same compute set: its cost is computed once.
+  b.cost = cur && bound[0][csId].built ? bound[0][csId].cost : costOf(csId, b);
   b.built = true;
   return b;
 }
@@ -356,166 +377,6 @@ void EngineImpl::printTensor(const ProgramImpl &p) {
   std::cout << os.str() << std::flush;
 }
 
-void EngineImpl::streamIn(const ProgramImpl &p) {
-  const auto &s = *p.stream;
-  auto &c = streams[s.handle];
-  std::size_t bytes = s.numElements * s.type.ipuxlSize();
-  std::vector<char> buf(bytes + 1);
-  switch (c.kind) {
-  case 0:
-    throw stream_connection_error("Stream '" + s.handle + "' is read by the program but not connected (use Engine::connectStream)");
-  case 1: {
-    std::size_t len = static_cast<std::size_t>(c.end - c.begin);
-    if (len < bytes)
-      throw stream_connection_error("Stream '" + s.handle + "': the connected buffer holds " + std::to_string(len) +
-                                    " bytes, a transfer needs " + std::to_string(bytes));
-    if (c.pos + bytes > len) c.pos = 0; // the buffer is circular
-    std::memcpy(buf.data(), c.begin + c.pos, bytes);
-    c.pos += bytes;
-    if (c.pos >= len) c.pos = 0;
-    break;
-  }
-  case 2:
-    c.fn(buf.data());
-    break;
-  case 3:
-    if (c.hasPrefetched) {
-      std::memcpy(buf.data(), c.prefetched.data(), bytes);
-      c.hasPrefetched = false;
-    } else {
-      c.cb->fetch(buf.data());
-    }
-    c.cb->complete();
-    // Prefetch the next transfer, as the SDK may while the device computes.
-    c.prefetched.resize(bytes + 1);
-    c.hasPrefetched = c.cb->prefetch(c.prefetched.data()) == StreamCallback::Result::Success;
-    break;
-  }
-  scatter(p.dst, buf.data());
-  accountHost(bytes);
-}
-
-void EngineImpl::streamOut(const ProgramImpl &p) {
-  const auto &s = *p.stream;
-  auto &c = streams[s.handle];
-  std::size_t bytes = s.numElements * s.type.ipuxlSize();
-  std::vector<char> buf(bytes + 1);
-  gather(p.src, buf.data());
-  switch (c.kind) {
-  case 0:
-    throw stream_connection_error("Stream '" + s.handle + "' is written by the program but not connected (use Engine::connectStream)");
-  case 1: {
-    std::size_t len = static_cast<std::size_t>(c.end - c.begin);
-    if (len < bytes)
-      throw stream_connection_error("Stream '" + s.handle + "': the connected buffer holds " + std::to_string(len) +
-                                    " bytes, a transfer needs " + std::to_string(bytes));
-    if (c.pos + bytes > len) c.pos = 0;
-    std::memcpy(c.begin + c.pos, buf.data(), bytes);
-    c.pos += bytes;
-    if (c.pos >= len) c.pos = 0;
-    break;
-  }
-  case 2:
-    c.fn(buf.data());
-    break;
-  case 3:
-    c.cb->fetch(buf.data());
-    c.cb->complete();
-    break;
-  }
-  accountHost(bytes);
-}
-
-void EngineImpl::remoteCopy(const ProgramImpl &p, bool toRemote) {
-  const auto &rb = *p.remote;
-  auto &store = remote.at(rb.handle);
-  std::size_t bytes = rb.numElements * rb.type.ipuxlSize();
-  long long row = p.aux.valid() ? readScalar(p.aux) : 0;
-  if (row < 0 || static_cast<std::size_t>(row) >= rb.repeats)
-    throw poplar::runtime_error("Copy with remote buffer '" + rb.handle + "': offset " + std::to_string(row) +
-                                " is out of range (the buffer has " + std::to_string(rb.repeats) + " repeats)");
-  char *at = store.data() + static_cast<std::size_t>(row) * bytes;
-  if (toRemote)
-    gather(p.src, at);
-  else
-    scatter(p.dst, at);
-  accountHost(bytes);
-}
-
-void EngineImpl::run(const program::Program &prog) {
-  const ProgramImpl &p = *prog.ipuxlImpl();
-  switch (p.kind) {
-  case ProgKind::Sequence:
-    for (const auto &c : p.children) run(c);
-    break;
-  case ProgKind::Execute:
-    execute(p.cs);
-    break;
-  case ProgKind::CopyTensor: {
-    std::vector<char> buf(p.src.numElements() * p.src.elementType().ipuxlSize() + 1);
-    gather(p.src, buf.data());
-    scatter(p.dst, buf.data());
-    accountCopy(p.src, p.dst);
-    break;
-  }
-  case ProgKind::CopyFromStream:
-    streamIn(p);
-    break;
-  case ProgKind::CopyToStream:
-    streamOut(p);
-    break;
-  case ProgKind::CopyFromRemote:
-    remoteCopy(p, false);
-    break;
-  case ProgKind::CopyToRemote:
-    remoteCopy(p, true);
-    break;
-  case ProgKind::Repeat:
-    for (unsigned i = 0; i < p.count; ++i) run(p.children[0]);
-    break;
-  case ProgKind::RepeatWhile:
-    run(p.children[0]);
-    accountSync();
-    while ((readScalar(p.aux) != 0) == p.whileTrue) {
-      run(p.children[1]);
-      run(p.children[0]);
-      accountSync();
-    }
-    break;
-  case ProgKind::If:
-    accountSync();
-    run(readScalar(p.aux) != 0 ? p.children[0] : p.children[1]);
-    break;
-  case ProgKind::Switch: {
-    accountSync();
-    long long v = readScalar(p.aux);
-    for (const auto &c : p.cases)
-      if (c.first == v) {
-        run(c.second);
-        return;
-      }
-    if (p.hasDefault) run(p.defaultCase);
-    break;
-  }
-  case ProgKind::Call:
-    run(g->functions.at(p.cs));
-    break;
-  case ProgKind::PrintTensor:
-    printTensor(p);
-    break;
-  case ProgKind::WriteUndef:
-    break; // the values become undefined; ipuxl leaves them as they are
-  case ProgKind::Sync:
-    accountSync();
-    break;
-  case ProgKind::Error:
-    throw application_runtime_error(p.name);
-  case ProgKind::Abort:
-    if (!p.aux.valid() || readScalar(p.aux) != 0) throw application_runtime_error(p.name);
-    break;
-  }
-}
-
 } // namespace ipuxl_detail
 
 using namespace ipuxl_detail;
@@ -576,9 +437,11 @@ Engine::~Engine() {
 void Engine::load(const Device &device) {
   const Target &t = device.getTarget();
   const Target &gt = impl_->g->target;
-  if (t.getNumTiles() < gt.getNumTiles())
+  std::size_t need = std::size_t(gt.getNumTiles()) * impl_->replicas;
+  if (t.getNumTiles() < need)
     throw poplar_error("Engine::load: the device has " + std::to_string(t.getNumTiles()) +
-                       " tiles, the graph was made for " + std::to_string(gt.getNumTiles()));
+                       " tiles, the graph was made for " + std::to_string(need) +
+                       (impl_->replicas > 1 ? " (" + std::to_string(impl_->replicas) + " replicas)" : std::string()));
   impl_->loaded = true;
 }
 
@@ -589,54 +452,86 @@ void Engine::run(unsigned prog, const std::string &) {
     throw poplar_error("Engine::run: program " + std::to_string(prog) + " does not exist (the engine has " +
                        std::to_string(impl_->compiled->programs.size()) + ")");
   ++impl_->prof.programsRun;
-  impl_->run(impl_->compiled->programs[prog]);
+  impl_->runAll(impl_->compiled->programs[prog]);
 }
 
 namespace {
-StreamConn &streamOf(EngineImpl &e, const std::string &handle) {
+std::vector<StreamConn> &streamsOf(EngineImpl &e, const std::string &handle) {
   auto it = e.streams.find(handle);
   if (it == e.streams.end()) throw stream_connection_error("Engine: the graph has no stream '" + handle + "'");
   return it->second;
 }
+StreamConn &streamOf(EngineImpl &e, const std::string &handle, unsigned replica) {
+  auto &v = streamsOf(e, handle);
+  if (replica >= v.size())
+    throw stream_connection_error("Engine::connectStream('" + handle + "'): replica " + std::to_string(replica) +
+                                  " does not exist (the graph has " + std::to_string(v.size()) + " replicas)");
+  return v[replica];
+}
+StreamConn bufferConn(char *begin, char *end) {
+  StreamConn c;
+  c.kind = 1;
+  c.begin = begin;
+  c.end = end;
+  return c;
+}
 } // namespace
 
+// Without a replica index a connection serves every replica: each replica
+// reads (writes) the same buffer with its own position, a function is
+// called once per replica and transfer, and a StreamCallback (kept by
+// replica 0) likewise.
 void Engine::connectStream(StringRef handle, void *p) {
-  auto &c = streamOf(*impl_, handle);
   const auto &s = *impl_->g->streams.at(handle);
-  c = StreamConn();
-  c.kind = 1;
-  c.begin = static_cast<char *>(p);
-  c.end = c.begin + s.numElements * s.type.ipuxlSize();
+  char *b = static_cast<char *>(p);
+  for (auto &c : streamsOf(*impl_, handle)) c = bufferConn(b, b + s.numElements * s.type.ipuxlSize());
 }
 void Engine::connectStream(StringRef handle, void *begin, void *end) {
   if (static_cast<char *>(end) < static_cast<char *>(begin))
     throw stream_connection_error("Engine::connectStream: end is before begin for stream '" + handle + "'");
-  auto &c = streamOf(*impl_, handle);
-  c = StreamConn();
-  c.kind = 1;
-  c.begin = static_cast<char *>(begin);
-  c.end = static_cast<char *>(end);
+  for (auto &c : streamsOf(*impl_, handle)) c = bufferConn(static_cast<char *>(begin), static_cast<char *>(end));
 }
-void Engine::connectStream(StringRef handle, unsigned, void *p) { connectStream(handle, p); }
+void Engine::connectStream(StringRef handle, unsigned replica, void *p) {
+  auto &c = streamOf(*impl_, handle, replica);
+  const auto &s = *impl_->g->streams.at(handle);
+  char *b = static_cast<char *>(p);
+  c = bufferConn(b, b + s.numElements * s.type.ipuxlSize());
+}
+void Engine::connectStream(StringRef handle, unsigned replica, void *begin, void *end) {
+  if (static_cast<char *>(end) < static_cast<char *>(begin))
+    throw stream_connection_error("Engine::connectStream: end is before begin for stream '" + handle + "'");
+  streamOf(*impl_, handle, replica) = bufferConn(static_cast<char *>(begin), static_cast<char *>(end));
+}
 void Engine::connectStreamToCallback(StringRef handle, std::function<void(void *)> f) {
-  auto &c = streamOf(*impl_, handle);
+  for (auto &c : streamsOf(*impl_, handle)) {
+    c = StreamConn();
+    c.kind = 2;
+    c.fn = f;
+  }
+}
+void Engine::connectStreamToCallback(StringRef handle, unsigned replica, std::function<void(void *)> f) {
+  auto &c = streamOf(*impl_, handle, replica);
   c = StreamConn();
   c.kind = 2;
   c.fn = std::move(f);
 }
-void Engine::connectStreamToCallback(StringRef handle, unsigned, std::function<void(void *)> f) {
-  connectStreamToCallback(handle, std::move(f));
-}
 void Engine::connectStreamToCallback(StringRef handle, std::unique_ptr<StreamCallback> f) {
-  auto &c = streamOf(*impl_, handle);
+  auto &v = streamsOf(*impl_, handle);
+  for (std::size_t r = 0; r < v.size(); ++r) {
+    v[r] = StreamConn();
+    v[r].kind = r ? 4 : 3;
+  }
+  v[0].cb = std::move(f);
+}
+void Engine::connectStreamToCallback(StringRef handle, unsigned replica, std::unique_ptr<StreamCallback> f) {
+  auto &c = streamOf(*impl_, handle, replica);
   c = StreamConn();
   c.kind = 3;
   c.cb = std::move(f);
 }
-void Engine::connectStreamToCallback(StringRef handle, unsigned, std::unique_ptr<StreamCallback> f) {
-  connectStreamToCallback(handle, std::move(f));
+void Engine::disconnectStream(StringRef handle) {
+  for (auto &c : streamsOf(*impl_, handle)) c = StreamConn();
 }
-void Engine::disconnectStream(StringRef handle) { streamOf(*impl_, handle) = StreamConn(); }
 
 namespace {
 const Tensor &hostTensor(const std::map<std::string, Tensor> &m, const std::string &handle, const char *what) {
@@ -650,7 +545,7 @@ const Tensor &hostTensor(const std::map<std::string, Tensor> &m, const std::stri
 
 void Engine::writeTensor(StringRef handle, const void *buf) {
   const Tensor &t = hostTensor(impl_->g->hostWrites, handle, "writeTensor");
-  impl_->scatter(t, static_cast<const char *>(buf));
+  impl_->writeEveryReplica(t, static_cast<const char *>(buf));
 }
 void Engine::writeTensor(StringRef handle, const void *begin, const void *end) {
   const Tensor &t = hostTensor(impl_->g->hostWrites, handle, "writeTensor");
@@ -659,7 +554,7 @@ void Engine::writeTensor(StringRef handle, const void *begin, const void *end) {
   if (got != want)
     throw poplar_error("Engine::writeTensor('" + handle + "'): the buffer holds " + std::to_string(got) +
                        " bytes, the tensor needs " + std::to_string(want));
-  impl_->scatter(t, static_cast<const char *>(begin));
+  impl_->writeEveryReplica(t, static_cast<const char *>(begin));
 }
 void Engine::readTensor(StringRef handle, void *buf) {
   const Tensor &t = hostTensor(impl_->g->hostReads, handle, "readTensor");
@@ -675,19 +570,21 @@ void Engine::readTensor(StringRef handle, void *begin, void *end) {
   impl_->gather(t, static_cast<char *>(begin));
 }
 
-void Engine::copyToRemoteBuffer(const void *src, const std::string &handle, std::uint64_t repeat, unsigned) {
+void Engine::copyToRemoteBuffer(const void *src, const std::string &handle, std::uint64_t repeat, unsigned replica) {
   auto it = impl_->g->remoteBuffers.find(handle);
   if (it == impl_->g->remoteBuffers.end()) throw poplar_error("Engine::copyToRemoteBuffer: no remote buffer '" + handle + "'");
   if (repeat >= it->second->repeats) throw poplar_error("Engine::copyToRemoteBuffer: repeat index out of range");
   std::size_t bytes = it->second->numElements * it->second->type.ipuxlSize();
-  std::memcpy(impl_->remote[handle].data() + repeat * bytes, src, bytes);
+  if (replica >= impl_->replicas) throw poplar_error("Engine::copyToRemoteBuffer: replica index out of range");
+  std::memcpy(impl_->remote[handle][replica].data() + repeat * bytes, src, bytes);
 }
-void Engine::copyFromRemoteBuffer(const std::string &handle, void *dst, std::uint64_t repeat, unsigned) {
+void Engine::copyFromRemoteBuffer(const std::string &handle, void *dst, std::uint64_t repeat, unsigned replica) {
   auto it = impl_->g->remoteBuffers.find(handle);
   if (it == impl_->g->remoteBuffers.end()) throw poplar_error("Engine::copyFromRemoteBuffer: no remote buffer '" + handle + "'");
   if (repeat >= it->second->repeats) throw poplar_error("Engine::copyFromRemoteBuffer: repeat index out of range");
   std::size_t bytes = it->second->numElements * it->second->type.ipuxlSize();
-  std::memcpy(dst, impl_->remote[handle].data() + repeat * bytes, bytes);
+  if (replica >= impl_->replicas) throw poplar_error("Engine::copyFromRemoteBuffer: replica index out of range");
+  std::memcpy(dst, impl_->remote[handle][replica].data() + repeat * bytes, bytes);
 }
 
 void Engine::printProfileSummary(std::ostream &out, const OptionFlags &opts) const { impl_->printSummary(out, opts); }

@@ -40,7 +40,7 @@ struct BoundComputeSet {
 };
 
 struct StreamConn {
-  int kind = 0; // 0: none, 1: buffer, 2: function, 3: StreamCallback
+  int kind = 0; // 0: none, 1: buffer, 2: function, 3: StreamCallback, 4: replica 0's StreamCallback
   char *begin = nullptr, *end = nullptr;
   std::size_t pos = 0;
   std::function<void(void *)> fn;
@@ -52,21 +52,34 @@ struct StreamConn {
 struct ProfileCounters {
   std::uint64_t totalCycles = 0;
   double avgComputeWithIdle = 0, avgComputeBusy = 0, avgExchange = 0, hostExchange = 0, sync = 0;
-  std::uint64_t computeSetsRun = 0, copiesRun = 0, streamCopies = 0, programsRun = 0;
+  double globalExchange = 0; // cycles of cross-replica collectives (IPU-Links)
+  std::uint64_t computeSetsRun = 0, copiesRun = 0, streamCopies = 0, programsRun = 0, collectivesRun = 0;
   std::map<std::string, std::uint64_t> cyclesByComputeSet;
   std::map<std::string, std::uint64_t> runsByComputeSet;
 };
 
 struct MemoryUse;
 
+/// Control and exchange code per tile of the programs (codesize.cpp).
+struct ProgramCode {
+  std::vector<std::uint64_t> control, internalExchange, hostExchange, globalExchange, copyDescriptors;
+};
+ProgramCode programCode(const GraphImpl &g, const std::vector<program::Program> &programs);
+
+/// Replicas: every replica has its own memory, bound compute sets, stream
+/// connections and remote buffers; `cur` selects the one a leaf program
+/// acts on. The interpreter runs the program tree once for a set of
+/// replicas, each leaf for each replica in turn (see docs/poplar.md).
 struct EngineImpl {
   std::shared_ptr<CompiledGraph> compiled;
   GraphImpl *g = nullptr;
   OptionFlags options;
-  std::vector<std::vector<char>> mem;
-  std::vector<BoundComputeSet> computeSets;
-  std::map<std::string, StreamConn> streams;
-  std::map<std::string, std::vector<char>> remote;
+  unsigned replicas = 1, cur = 0;
+  bool quiet = false; // a replica after the first: the IPU model counts each step once
+  std::vector<std::vector<std::vector<char>>> mems;     // [replica][variable] bytes
+  std::vector<std::vector<BoundComputeSet>> bound;      // [replica][compute set]
+  std::map<std::string, std::vector<StreamConn>> streams; // [handle][replica]
+  std::map<std::string, std::vector<std::vector<char>>> remote; // [handle][replica]
   bool loaded = false;
   ProfileCounters prof;
   bool autoReport = false;
@@ -74,22 +87,34 @@ struct EngineImpl {
 
   ~EngineImpl();
   void init();
-  void run(const program::Program &p);
+  std::vector<std::vector<char>> &mem() { return mems[cur]; }
+  const std::vector<std::vector<char>> &mem() const { return mems[cur]; }
+  void select(unsigned replica, bool first) {
+    cur = replica;
+    quiet = !first;
+  }
+  /// Runs p for the replicas in `active` (in order).
+  void run(const program::Program &p, const std::vector<unsigned> &active);
+  void runAll(const program::Program &p);
   BoundComputeSet &bind(unsigned cs);
   void execute(unsigned cs);
   void gather(const Tensor &t, char *out) const;
   void scatter(const Tensor &t, const char *in);
+  void writeEveryReplica(const Tensor &t, const char *in);
   long long readScalar(const Tensor &t) const;
   void printTensor(const ProgramImpl &p);
-  void streamIn(const ProgramImpl &p);
+  void readStream(const StreamInfo &s, unsigned replica, char *buf);
+  void streamIn(const ProgramImpl &p, const std::vector<unsigned> &active);
   void streamOut(const ProgramImpl &p);
   void remoteCopy(const ProgramImpl &p, bool toRemote);
+  void crossReplica(const ProgramImpl &p, const std::vector<unsigned> &active);
   // profile.cpp
   ComputeSetCost costOf(unsigned cs, const BoundComputeSet &b) const;
   void accountComputeSet(unsigned cs, const ComputeSetCost &c);
   void accountCopy(const Tensor &src, const Tensor &dst);
   void accountHost(std::size_t bytes);
   void accountSync();
+  void accountCollective(const CollectiveInfo &c, const std::string &name);
   void printSummary(std::ostream &os, const OptionFlags &opts) const;
   void writeReport() const;
   void writeIpuxlProfile(std::ostream &os, const MemoryUse &m) const;

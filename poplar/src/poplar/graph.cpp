@@ -45,10 +45,22 @@ std::size_t prod(ArrayRef<std::size_t> s) {
 
 using namespace ipuxl_detail;
 
-Graph::Graph(const Target &target, unsigned) : impl_(std::make_shared<GraphImpl>()), target_(new Target(target)) {
-  impl_->target = target;
+Graph::Graph(const Target &target, unsigned r) : impl_(std::make_shared<GraphImpl>()) {
+  // A replicated graph describes one replica: the target's IPUs are shared
+  // out between the replicas.
+  if (r == 0) throw poplar_error("Graph: the replication factor must be at least 1");
+  if (target.getNumIPUs() % r != 0)
+    throw poplar_error("Graph: a replication factor of " + std::to_string(r) + " does not divide the target's " +
+                       std::to_string(target.getNumIPUs()) + " IPUs");
+  Target perReplica = target.createVirtualTarget(target.getNumIPUs() / r, target.getTilesPerIPU());
+  target_.reset(new Target(perReplica));
+  impl_->target = perReplica;
+  impl_->replicationFactor = r;
 }
+Graph::Graph(const Target &target, replication_factor r) : Graph(target, r.value) {}
+Graph::Graph(const Device &device, replication_factor r) : Graph(device.getTarget(), r.value) {}
 Graph::Graph(const Device &device, unsigned r) : Graph(device.getTarget(), r) {}
+unsigned Graph::getReplicationFactor() const { return impl_->replicationFactor; }
 Graph::Graph(std::shared_ptr<GraphImpl> impl, unsigned tileBase, Target target)
     : impl_(std::move(impl)), tileBase_(tileBase), target_(new Target(target)) {}
 Graph::Graph(Graph &&) noexcept = default;
@@ -126,6 +138,14 @@ Tensor Graph::ipuxlAddConstant(const Type &type, ArrayRef<std::size_t> shape, in
   auto rs = t.ipuxlRegions();
   for (auto &r : rs) r.constant = true;
   return makeTensor(type, t.shape(), rs);
+}
+
+Tensor Graph::addReplicationIndexConstant(const DebugContext &dc) {
+  unsigned zero = 0;
+  Tensor t = ipuxlAddConstant(UNSIGNED_INT, {}, T_UNSIGNED_INT, &zero, 1, true,
+                              dc.getPathName().empty() ? DebugContext("replicationIndex") : dc);
+  impl_->vars.back().replicationIndex = true;
+  return t;
 }
 
 void Graph::ipuxlSetInitialValue(const Tensor &t, int hostCode, const void *values, std::size_t n, bool splat) {
@@ -396,22 +416,24 @@ void Graph::createHostRead(StringRef handle, const Tensor &t, bool) {
 }
 
 namespace {
-DataStream addStream(GraphImpl &g, const std::string &handle, const Type &type, std::size_t n, bool h2d) {
+DataStream addStream(GraphImpl &g, const std::string &handle, const Type &type, std::size_t n, bool h2d,
+                     bool broadcast = false) {
   if (g.streams.count(handle)) throw poplar_error("stream handle '" + handle + "' already exists");
   auto s = std::make_shared<StreamInfo>();
   s->handle = handle;
   s->type = type;
   s->numElements = n;
   s->hostToDevice = h2d;
+  s->broadcast = broadcast;
   s->id = static_cast<unsigned>(g.streams.size());
   g.streams[handle] = s;
   return DataStream(s);
 }
 } // namespace
 
-DataStream Graph::addHostToDeviceFIFO(StringRef handle, const Type &type, std::size_t n, ReplicatedStreamMode,
+DataStream Graph::addHostToDeviceFIFO(StringRef handle, const Type &type, std::size_t n, ReplicatedStreamMode mode,
                                       const OptionFlags &) {
-  return addStream(*impl_, handle, type, n, true);
+  return addStream(*impl_, handle, type, n, true, mode == ReplicatedStreamMode::BROADCAST);
 }
 DataStream Graph::addDeviceToHostFIFO(StringRef handle, const Type &type, std::size_t n, const OptionFlags &) {
   return addStream(*impl_, handle, type, n, false);

@@ -37,6 +37,7 @@ struct VarInfo {
   std::vector<std::int32_t> tile; // per element; -1: unmapped
   bool constant = false;
   bool hasInit = false;
+  bool replicationIndex = false; // addReplicationIndexConstant: each replica's index (UNSIGNED_INT)
   std::vector<char> init; // n * size bytes when hasInit
 };
 
@@ -65,7 +66,8 @@ struct ComputeSetInfo {
 };
 
 struct GraphImpl {
-  Target target;
+  Target target;                 // of one replica
+  unsigned replicationFactor = 1;
   std::vector<VarInfo> vars;
   std::vector<VertexInst> vertices;
   std::vector<ComputeSetInfo> computeSets;
@@ -82,7 +84,19 @@ struct GraphImpl {
 
 enum class ProgKind {
   Sequence, Execute, CopyTensor, CopyFromStream, CopyToStream, CopyFromRemote, CopyToRemote, Repeat,
-  RepeatWhile, If, Switch, Call, PrintTensor, WriteUndef, Sync, Error, Abort
+  RepeatWhile, If, Switch, Call, PrintTensor, WriteUndef, Sync, Error, Abort, CrossReplica
+};
+
+/// A collective across replicas (made by ipuxl's gcl): for each pair k,
+/// srcs[k] of every replica of a group combine into dsts[k] of each.
+struct CollectiveInfo {
+  enum Kind { AllReduce, ReduceScatter, AllGather, Broadcast };
+  enum Op { ADD, MEAN, MUL, MIN, MAX, LOGICAL_AND, LOGICAL_OR, SQUARE_ADD, LOCAL };
+  Kind kind = AllReduce;
+  Op op = ADD;
+  std::vector<std::vector<unsigned>> groups; // replicas, in rank order, partitioning all replicas
+  std::vector<Tensor> srcs, dsts;
+  unsigned root = 0;                         // Broadcast: the rank in its group that sends
 };
 
 struct ProgramImpl {
@@ -99,6 +113,7 @@ struct ProgramImpl {
   program::Program defaultCase{std::shared_ptr<ProgramImpl>()}; // set when hasDefault
   bool hasDefault = false;
   PrintTensorFmt fmt;
+  std::shared_ptr<const CollectiveInfo> collective; // CrossReplica
 };
 
 /// A graph and its programs after validation (what an Executable holds).

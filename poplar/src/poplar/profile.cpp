@@ -131,6 +131,7 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
 }
 
 void EngineImpl::accountComputeSet(unsigned csId, const ComputeSetCost &c) {
+  if (quiet) return; // another replica of a step already counted
   double tiles = g->target.getNumTiles();
   double incl = std::accumulate(c.computeWithIdle.begin(), c.computeWithIdle.end(), 0.0);
   double busy = std::accumulate(c.computeBusy.begin(), c.computeBusy.end(), 0.0);
@@ -147,6 +148,7 @@ void EngineImpl::accountComputeSet(unsigned csId, const ComputeSetCost &c) {
 }
 
 void EngineImpl::accountCopy(const Tensor &src, const Tensor &dst) {
+  if (quiet) return; // another replica of a step already counted
   // Bytes each tile receives: destination elements whose source lives elsewhere.
   unsigned tiles = g->target.getNumTiles();
   std::vector<std::uint64_t> bytes(tiles, 0);
@@ -176,6 +178,7 @@ void EngineImpl::accountCopy(const Tensor &src, const Tensor &dst) {
 }
 
 void EngineImpl::accountHost(std::size_t bytes) {
+  if (quiet) return; // another replica of a step already counted
   double cyc = std::ceil(static_cast<double>(bytes) / kHostBytesPerCycle);
   // The data lands in a buffer and is exchanged to the tiles that hold it,
   // spread evenly (the model does not track stream buffer placement).
@@ -189,6 +192,7 @@ void EngineImpl::accountHost(std::size_t bytes) {
 }
 
 void EngineImpl::accountSync() {
+  if (quiet) return; // another replica of a step already counted
   std::uint64_t s = kSyncCycles + g->target.ipuxlMinSyncDelay();
   prof.sync += static_cast<double>(s);
   prof.totalCycles += s;
@@ -196,12 +200,20 @@ void EngineImpl::accountSync() {
 
 struct MemoryUse {
   std::vector<std::uint64_t> vars, consts, vertexState, code;
-  std::uint64_t total(unsigned t) const { return vars[t] + consts[t] + vertexState[t] + code[t]; }
+  ProgramCode programs; // control and exchange code (codesize.cpp)
+  std::uint64_t exchange(unsigned t) const {
+    return programs.internalExchange[t] + programs.hostExchange[t] + programs.globalExchange[t];
+  }
+  std::uint64_t total(unsigned t) const {
+    return vars[t] + consts[t] + vertexState[t] + code[t] + programs.control[t] + exchange(t) +
+           programs.copyDescriptors[t];
+  }
 };
 
-static MemoryUse memoryOf(const GraphImpl &g) {
+static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program> &programs) {
   unsigned tiles = g.target.getNumTiles();
   MemoryUse m;
+  m.programs = programCode(g, programs);
   m.vars.assign(tiles, 0);
   m.consts.assign(tiles, 0);
   m.vertexState.assign(tiles, 0);
@@ -253,6 +265,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Total Memory", withCommas(t.getMemoryBytes() / 1048576.0, 1) + " MB");
   line("Clock Speed (approx)", withCommas(t.getTileClockFrequency() / 1e6, 1) + " MHz");
   line("Architecture", t.getTargetArchString() + " (IPU model of ipuxl)");
+  if (replicas > 1) line("Replicas", std::to_string(replicas) + " (the figures below are per replica)");
   os << "\nGraph:\n";
   std::uint64_t edges = 0;
   for (const auto &v : g->vertices)
@@ -263,21 +276,24 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Number of compute sets", withCommas(static_cast<double>(g->computeSets.size()), 0));
   line("Number of vertex types", withCommas(static_cast<double>(g->vertexTypes.size()), 0));
 
-  MemoryUse m = memoryOf(*g);
-  std::uint64_t vars = 0, consts = 0, state = 0, code = 0, maxUse = 0;
+  MemoryUse m = memoryOf(*g, compiled->programs);
+  std::uint64_t vars = 0, consts = 0, state = 0, code = 0, control = 0, exchange = 0, descriptors = 0, maxUse = 0;
   unsigned maxTile = 0, over = 0;
   for (unsigned i = 0; i < tiles; ++i) {
     vars += m.vars[i];
     consts += m.consts[i];
     state += m.vertexState[i];
     code += m.code[i];
+    control += m.programs.control[i];
+    exchange += m.exchange(i);
+    descriptors += m.programs.copyDescriptors[i];
     if (m.total(i) > maxUse) {
       maxUse = m.total(i);
       maxTile = i;
     }
     if (m.total(i) > t.getBytesPerTile()) ++over;
   }
-  std::uint64_t total = vars + consts + state + code;
+  std::uint64_t total = vars + consts + state + code + control + exchange + descriptors;
   os << "\nMemory Usage:\n";
   os << "  Total for all IPUs:\n";
   line("  Total", withCommas(static_cast<double>(total), 0) + " B (" +
@@ -286,6 +302,9 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("  Constants", withCommas(static_cast<double>(consts), 0) + " B");
   line("  Vertex state", withCommas(static_cast<double>(state), 0) + " B");
   line("  Vertex code", withCommas(static_cast<double>(code), 0) + " B");
+  line("  Control code", withCommas(static_cast<double>(control), 0) + " B");
+  line("  Exchange code", withCommas(static_cast<double>(exchange), 0) + " B");
+  line("  Copy descriptors", withCommas(static_cast<double>(descriptors), 0) + " B");
   line("Tile with most memory", "tile " + std::to_string(maxTile) + ", " + withCommas(static_cast<double>(maxUse), 0) +
                                     " B (" + withCommas(100.0 * maxUse / t.getBytesPerTile(), 1) + "%)");
   line("Average per tile", withCommas(static_cast<double>(total) / tiles, 1) + " B");
@@ -304,7 +323,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("Tile average compute cycles (including idle threads)", withCommas(prof.avgComputeWithIdle, 1) + pct(prof.avgComputeWithIdle));
   line("Tile average compute cycles (excluding idle threads)", withCommas(prof.avgComputeBusy, 1) + pct(prof.avgComputeBusy));
   line("Tile average IPU exchange cycles", withCommas(prof.avgExchange, 1) + pct(prof.avgExchange));
-  line("Tile average global exchange cycles", withCommas(0.0, 1) + pct(0.0));
+  line("Tile average global exchange cycles", withCommas(prof.globalExchange, 1) + pct(prof.globalExchange));
   line("Tile average host exchange cycles", withCommas(prof.hostExchange, 1) + pct(prof.hostExchange));
   line("Tile average sync cycles", withCommas(prof.sync, 1) + pct(prof.sync));
   if (opts.ipuxlHas("showExecutionSteps") && opts.at("showExecutionSteps") == "true") {
@@ -317,7 +336,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
 }
 
 void EngineImpl::writeReport() const {
-  MemoryUse m = memoryOf(*g);
+  MemoryUse m = memoryOf(*g, compiled->programs);
   std::string dir = reportDir.empty() ? "." : reportDir;
   std::ostringstream f;
   const Target &t = g->target;
@@ -332,7 +351,8 @@ void EngineImpl::writeReport() const {
   f << "  \"execution\": {\"totalCycles\": " << prof.totalCycles << ", \"tileAverageComputeWithIdle\": "
     << prof.avgComputeWithIdle << ", \"tileAverageCompute\": " << prof.avgComputeBusy
     << ", \"tileAverageExchange\": " << prof.avgExchange << ", \"hostExchange\": " << prof.hostExchange
-    << ", \"sync\": " << prof.sync << ", \"computeSets\": {";
+    << ", \"sync\": " << prof.sync << ", \"globalExchange\": " << prof.globalExchange
+    << ", \"replicas\": " << replicas << ", \"computeSets\": {";
   bool first = true;
   for (const auto &kv : prof.cyclesByComputeSet) {
     f << (first ? "" : ", ") << "\"" << kv.first << "\": " << kv.second;
@@ -382,7 +402,11 @@ void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
   for (int i = 0; i < 11; ++i) {
     std::string c = cats[i];
     const auto &v = c == "vertexCode" ? m.code : c == "vertexInstanceState" ? m.vertexState
-                  : c == "variables" ? m.vars : c == "constants" ? m.consts : zeros;
+                  : c == "variables" ? m.vars : c == "constants" ? m.consts
+                  : c == "controlCode" ? m.programs.control : c == "internalExchangeCode" ? m.programs.internalExchange
+                  : c == "hostExchangeCode" ? m.programs.hostExchange
+                  : c == "globalExchangeCode" ? m.programs.globalExchange
+                  : c == "copyDescriptor" ? m.programs.copyDescriptors : zeros;
     f << (i ? ", " : "") << "\"" << c << "\": " << arr(v);
   }
   f << "},\n \"ops\": {";

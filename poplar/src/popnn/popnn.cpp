@@ -11,6 +11,7 @@
 #include <popnn/NonLinearity.hpp>
 #include <popnn/codelets.hpp>
 #include <popops/ElementWise.hpp>
+#include <popops/Reduce.hpp>
 
 namespace popnn {
 namespace {
@@ -228,20 +229,59 @@ poplar::Tensor nonLinearity(poplar::Graph &g, NonLinearityType type, poplar::Ten
   return out;
 }
 
-poplar::Tensor nonLinearityInputGradient(poplar::Graph &g, NonLinearityType type, poplar::Tensor out,
+poplar::Tensor nonLinearityInputGradient(poplar::Graph &g, NonLinearityType type, poplar::Tensor act,
                                          poplar::Tensor grad, poplar::program::Sequence &prog,
                                          const poplar::DebugContext &dc, const poplar::OptionFlags &) {
+  if (act.shape() != grad.shape())
+    throw poputil::poplibs_error("popnn::nonLinearityInputGradient: the activations " + act.shapeToString() +
+                                 " and the gradient " + grad.shapeToString() + " differ in shape");
+  // act is the non-linearity's output, except for GELU, GELU_ERF and SWISH
+  // where it is its input (as PopLibs documents).
   switch (type) {
   case NonLinearityType::SIGMOID:
-    return popops::map(g, pe::_2 * pe::_1 * (pe::Const(1.0f) - pe::_1), {out, grad}, prog, dc);
+    return popops::map(g, pe::_2 * pe::_1 * (pe::Const(1.0f) - pe::_1), {act, grad}, prog, dc);
+  case NonLinearityType::HARD_SIGMOID:
+    return popops::map(g, pe::Select(pe::Const(0.2f) * pe::_2, pe::Const(0.0f),
+                                     (pe::_1 > pe::Const(0.0f)) && (pe::_1 < pe::Const(1.0f))),
+                       {act, grad}, prog, dc);
   case NonLinearityType::RELU:
-    return popops::map(g, pe::Select(pe::_2, pe::Const(0.0f), pe::_1 > pe::Const(0.0f)), {out, grad}, prog, dc);
+    return popops::map(g, pe::Select(pe::_2, pe::Const(0.0f), pe::_1 > pe::Const(0.0f)), {act, grad}, prog, dc);
   case NonLinearityType::TANH:
-    return popops::map(g, pe::_2 * (pe::Const(1.0f) - pe::_1 * pe::_1), {out, grad}, prog, dc);
-  default:
-    throw poputil::poplibs_error("popnn::nonLinearityInputGradient: this non-linearity's gradient is not implemented by "
-                                 "ipuxl (NotImplemented); SIGMOID, RELU and TANH are");
+    return popops::map(g, pe::_2 * (pe::Const(1.0f) - pe::_1 * pe::_1), {act, grad}, prog, dc);
+  case NonLinearityType::GELU: {
+    // d/dx of 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3).
+    auto t = pe::Tanh(pe::Const(0.7978845608f) * (pe::_1 + pe::Const(0.044715f) * pe::_1 * pe::_1 * pe::_1));
+    auto du = pe::Const(0.7978845608f) * (pe::Const(1.0f) + pe::Const(3.0f * 0.044715f) * pe::_1 * pe::_1);
+    return popops::map(g, pe::_2 * (pe::Const(0.5f) * (pe::Const(1.0f) + t) +
+                                    pe::Const(0.5f) * pe::_1 * (pe::Const(1.0f) - t * t) * du),
+                       {act, grad}, prog, dc);
   }
+  case NonLinearityType::GELU_ERF:
+    // Phi(x) + x phi(x).
+    return popops::map(g, pe::_2 * (pe::Const(0.5f) * (pe::Const(1.0f) + pe::Erf(pe::_1 * pe::Const(0.70710678118f))) +
+                                    pe::_1 * pe::Const(0.39894228040f) *
+                                        pe::Exp(pe::Const(-0.5f) * pe::_1 * pe::_1)),
+                       {act, grad}, prog, dc);
+  case NonLinearityType::SWISH:
+    // s (1 + x (1 - s)), s = sigmoid(x).
+    return popops::map(g, pe::_2 * pe::Sigmoid(pe::_1) * (pe::Const(1.0f) + pe::_1 * (pe::Const(1.0f) - pe::Sigmoid(pe::_1))),
+                       {act, grad}, prog, dc);
+  case NonLinearityType::SOFTMAX:
+  case NonLinearityType::SOFTMAX_STABLE: {
+    // y (g - sum(g y)) over the innermost dimension.
+    if (act.rank() == 0) throw poputil::poplibs_error("popnn::nonLinearityInputGradient: softmax needs rank 1 or more");
+    std::size_t n = act.dim(act.rank() - 1), rows = n ? act.numElements() / n : 0;
+    poplar::Tensor y = act.reshape({rows, n}), gr = grad.reshape({rows, n});
+    poplar::Tensor gy = popops::mul(g, y, gr, prog, dc);
+    poplar::Tensor sum = popops::reduce(g, gy, {1}, popops::Operation::ADD, prog, dc);
+    poplar::Tensor out = popops::map(g, pe::_1 * (pe::_2 - pe::_3), {y, gr, sum.reshape({rows, 1})}, prog, dc);
+    return out.reshape(act.shape());
+  }
+  case NonLinearityType::SOFTMAX_SCALED:
+    break;
+  }
+  throw poputil::poplibs_error("popnn::nonLinearityInputGradient: SOFTMAX_SCALED is not implemented by ipuxl "
+                               "(NotImplemented)");
 }
 
 poplar::Tensor logSoftmax(poplar::Graph &g, poplar::Tensor t, poplar::program::Sequence &prog,

@@ -17,6 +17,7 @@ namespace popops {
 namespace ipuxl {
 poplar::ipuxl_detail::VertexTypeInfo mapVertexType();
 std::vector<poplar::ipuxl_detail::VertexTypeInfo> reduceVertexTypes();
+std::vector<poplar::ipuxl_detail::VertexTypeInfo> multiSliceVertexTypes();
 
 namespace {
 struct SlicePlan {
@@ -111,6 +112,7 @@ void addCodelets(poplar::Graph &graph) {
   std::vector<poplar::ipuxl_detail::VertexTypeInfo> types{mapVertexType()};
   for (auto &t : reduceVertexTypes()) types.push_back(t);
   for (auto &t : sliceVertexTypes()) types.push_back(t);
+  for (auto &t : multiSliceVertexTypes()) types.push_back(t);
   registerBuiltins(graph, types);
 }
 
@@ -161,7 +163,8 @@ void cast(poplar::Graph &g, poplar::Tensor src, poplar::Tensor dst, poplar::prog
 
 poplar::Tensor dynamicSlice(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &offset,
                             const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
-                            poplar::program::Sequence &prog, const poplar::DebugContext &dc) {
+                            poplar::program::Sequence &prog, const poplar::DebugContext &dc,
+                            const poplar::OptionFlags &) {
   requireCodelets(g, "popops::ipuxl::DynamicSlice", "popops");
   auto *plan = slicePlan(t, offset, dims, sizes, "popops::dynamicSlice");
   auto shape = t.shape();
@@ -183,7 +186,7 @@ poplar::Tensor dynamicSlice(poplar::Graph &g, const poplar::Tensor &t, const pop
 
 void dynamicUpdate(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tensor &s, const poplar::Tensor &offset,
                    const std::vector<std::size_t> &dims, const std::vector<std::size_t> &sizes,
-                   poplar::program::Sequence &prog, const poplar::DebugContext &dc) {
+                   poplar::program::Sequence &prog, const poplar::DebugContext &dc, const poplar::OptionFlags &) {
   requireCodelets(g, "popops::ipuxl::DynamicUpdate", "popops");
   auto *plan = slicePlan(t, offset, dims, sizes, "popops::dynamicUpdate");
   auto shape = t.shape();
@@ -200,14 +203,6 @@ void dynamicUpdate(poplar::Graph &g, const poplar::Tensor &t, const poplar::Tens
   g.setTileMapping(v, tileOfFirst(g, t));
   g.setPerfEstimate(v, 20 + s.numElements());
   prog.add(poplar::program::Execute(cs));
-}
-
-poplar::Tensor createSliceableTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
-                                     const std::vector<std::size_t> &, const std::vector<std::size_t> &, std::size_t,
-                                     const poplar::DebugContext &dc) {
-  poplar::Tensor t = g.addVariable(type, shape, dc);
-  poputil::mapTensorLinearly(g, t);
-  return t;
 }
 
 } // namespace popops
