@@ -240,3 +240,18 @@ def test_remote_code_load_moves_code_out_of_always_live():
     assert [g for g in loaded.graphs if g["code_loaded"]]
     # The loaded code is live while the function runs.
     assert loaded.totals["notAlwaysLive"] > plain.totals["notAlwaysLive"]
+
+
+if __name__ == "__main__":  # python ipu_model_tests/model/test_outlining_model.py
+    for title, build in (("six fp16 [5087,128]x[128,768] matmuls", six_matmuls),
+                         ("MNIST, 6 hidden layers", lambda m: mnist_net(m, layers=6))):
+        ps = {m: profile_ir(build(m), "ipu2") for m in ("inlined", "outlined")}
+        (fn,) = ps["outlined"].functions()
+        sites = sum(op_code(r) for r in ps["outlined"].op_table() if r["kind"] == "call")
+        print(title)
+        for m, p in ps.items():
+            print(f"  {m:9s}" + "".join(f" {k}={int(p.totals[k]):,}" for k in ALWAYS_LIVE_CODE)
+                  + f" sum={int(always_live_code(p)):,}")
+        saved = always_live_code(ps["inlined"]) - always_live_code(ps["outlined"])
+        print(f"  saved {int(saved):,} B; Function body {fn['code_bytes']:,} B; "
+              f"call sites {int(sites):,} B")
