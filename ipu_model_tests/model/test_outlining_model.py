@@ -182,6 +182,9 @@ def test_repeat_code_does_not_grow_with_trip_count(mode):
     assert p8.cycles > p2.cycles
     (fn,) = p8.functions()
     assert fn["executions"] == 8 and fn["code_instances"] == 1
+    # The repeat site's own code (its copies and loop) is paid once too.
+    (s2,), (s8,) = ([op_code(r) for r in p.op_table() if r["kind"] == "repeat"] for p in (p2, p8))
+    assert s2 == s8 > 0
 
 
 def _cond_ir(sites):
