@@ -74,7 +74,9 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
           else if (nw == 2) wc = half ? 33 : 44;
           else wc = half ? 29 : 33;
           p.compute = 50 + passes * (t_.workers * wc + wload + 15);
-          p.a_t = a_resident ? 0 : ceil_div(g * m * k * es, a_reuse);
+          // A piece laid out by the plan is on one tile of its row: the
+          // other pn - 1 tiles of the row receive it like B's pieces below.
+          p.a_t = a_resident && pn == 1 ? 0 : ceil_div(g * m * k * es, a_reuse);
           p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
           p.b_t = b_resident && pm == 1 ? 0 : p.b_resident_t;
           p.exch_in = t_.sync_internal_cycles +
@@ -113,8 +115,12 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
   const int64_t n = std::min(N, ceil_div(ng, p.pn) * outG);
   const int64_t k = std::min(K, ceil_div(kg, p.pk) * inG);
   p.state = 32 + 4 * g * (ceil_div(k, inG) + ceil_div(n, outG)) + 4 * t_.workers + (p.pk > 1 ? 32 : 0);
-  const int64_t m = ceil_div(rows_all, p.pm);
-  p.xcode = t_.xc_program + t_.xc_region * (g * m + 1) +
+  // Exchange code: the program bringing each tile its pieces of A and B,
+  // each one contiguous region in the plan's layout (operands laid out
+  // otherwise are rearranged first, cost_amp), and when K is split the
+  // one sending the partials to their reducing tile (a region from each
+  // of the pk tiles).
+  p.xcode = t_.xc_program + t_.xc_region * 2 +
             (p.pk > 1 ? t_.xc_program + t_.xc_region * (p.pk + 1) : 0);
   return p;
 }
@@ -205,8 +211,10 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   // Creator layouts: operands nobody laid out yet are created by the op
   // (PopART InputCreatorType::CanCreate), spread over the tiles of the
   // first row (A) / column (B) slice of the plan.
-  if (b_res) set_map(b, spread(range, p.pg * p.pn * p.pk, B.nelms(), (int64_t)dtype_size(B.dtype)));
-  if (a_res) set_map(a, spread(range, p.pg * p.pm * p.pk, A.nelms(), es));
+  const TileMap b_plan = spread(range, p.pg * p.pn * p.pk, B.nelms(), (int64_t)dtype_size(B.dtype));
+  const TileMap a_plan = spread(range, p.pg * p.pm * p.pk, A.nelms(), es);
+  if (b_res) set_map(b, b_plan);
+  if (a_res) set_map(a, a_plan);
   set_map(op.out[0], spread(range, p.tiles(), O.nelms(), (int64_t)dtype_size(O.dtype)));
   c.tiles = range;
   c.compute = p.compute + p.reduce;
@@ -225,6 +233,27 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   c.state = p.state;
   c.xcode = p.xcode;
   c.programs = 2 + (p.pk > 1 ? 2 : 0);
+  // An operand laid out by someone else (a stream, a slice, another op's
+  // output) is first copied into the plan's layout (poplin's
+  // pre-arrangement of a convolution's input and weights): one more
+  // exchange program, whose code on each receiving tile grows with the
+  // contiguous regions its piece is gathered from. A layout some
+  // identical plan created (the same pieces, whatever the start tile)
+  // needs none.
+  // The rearrangement is the same Copy a call site makes into a
+  // Function's parameter (copy_cost): exchange code on the sending and
+  // the receiving tiles, here carried by the op's tiles.
+  auto rearrange = [&](int t, bool created, const TileMap& plan) {
+    if (created || plan.count == 0) return;
+    const TileMap& src = mapping(t);
+    if (src.ipu == plan.ipu && src.count == plan.count && src.per_tile == plan.per_tile) return;
+    const CopyCost cc = copy_cost(src, plan, (int64_t)d_.tensors[t].nbytes());
+    if (cc.on_tile || cc.global) return;  // on tile: none; another IPU: gxcode above
+    c.xcode += ceil_div(cc.code * (src.count + plan.count), std::max(1, range.count));
+    c.programs += 1;
+  };
+  rearrange(a, a_res, a_plan);
+  rearrange(b, b_res, b_plan);
   c.temp = p.a_t + p.b_t + p.partial_t + p.recv_t;
   char buf[160];
   snprintf(buf, sizeof buf, "tiles %lld = groups %lld x rows %lld x cols %lld x k %lld",

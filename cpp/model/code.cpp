@@ -52,12 +52,19 @@ void Model::code_add(Acc& a, int category, const TileMap& m, int64_t each) {
                                     category == kHostExchangeCode || category == kGlobalExchangeCode);
   add_each(movable ? *a.loaded : (*a.cat)[category], m, a.w * (double)each);
   *a.sum += each * m.count;
+  if (site_op_ >= 0) {
+    auto& s = site_[site_op_];
+    (category == kControlCode ? s.ccode
+     : category == kVertexInstanceState || category == kCopyDescriptor ? s.state
+                                                                         : s.xcode) += each * m.count;
+  }
 }
 
 void Model::control_add(Acc& a, int ipu, int64_t each) {
   if (each == 0) return;
   add_ipu(a.loaded ? *a.loaded : (*a.cat)[kControlCode], ipu, a.w * (double)each);
   *a.sum += each * t_.tiles_per_ipu;
+  if (site_op_ >= 0) site_[site_op_].ccode += each * t_.tiles_per_ipu;
 }
 
 void Model::mark_vertices(const OpCost& c) {
@@ -74,7 +81,10 @@ void Model::copy_code(Acc& a, int src, int dst, int ipu) {
   const TileMap& d = mapping(dst);
   CopyCost cc = copy_cost(s, d, (int64_t)d_.tensors[dst].nbytes());
   if (cc.on_tile) {
+    // No data crosses tiles: no exchange phase, so no sync before it.
     code_add(a, kCopyDescriptor, d, t_.copy_descriptor);
+    control_add(a, ipu, t_.cc_program);
+    return;
   } else if (cc.global) {
     code_add(a, kGlobalExchangeCode, s, cc.code);
     code_add(a, kGlobalExchangeCode, d, cc.code);
@@ -89,7 +99,10 @@ void Model::walk_code(const Node& n, Acc& a, int site_ipu) {
   switch (n.kind) {
     case NodeKind::Sequence: {
       int ipu = n.op >= 0 ? d_.ops[n.op].placement.ipu : site_ipu;
+      const int outer = site_op_;
+      if (n.op >= 0 && is_site(d_.ops[n.op].kind)) site_op_ = n.op;
       for (const auto& ch : n.body) walk_code(ch, a, ipu);
+      site_op_ = outer;
       return;
     }
     case NodeKind::RemoteLoad:   // a leaf program like Execute: its cost is the op's
@@ -132,6 +145,8 @@ void Model::walk_code(const Node& n, Acc& a, int site_ipu) {
       return;
     case NodeKind::If: {
       const int ipu = d_.ops[n.op].placement.ipu;
+      const int outer = site_op_;
+      site_op_ = n.op;
       control_add(a, ipu, t_.cc_control);
       // The predicate is broadcast to every tile of the IPU.
       TileMap all = tile_set(Placement{ipu, TileSet::Compute});
@@ -143,6 +158,7 @@ void Model::walk_code(const Node& n, Acc& a, int site_ipu) {
       for (const auto& br : n.body)
         for (const auto& ch : br.body)
           if (ch.kind != NodeKind::Call) walk_code(ch, a, ipu);
+      site_op_ = outer;
       return;
     }
     case NodeKind::StreamIn:
@@ -171,6 +187,8 @@ const Node& Model::body_of(int g) const {
 
 void Model::code_walk() {
   cat_.assign(kNumCategories, std::vector<double>(T_, 0.0));
+  site_.assign(d_.ops.size(), SiteCode{});
+  site_op_ = -1;
   vcover_.assign(vtype_names_.size(), {});
   for (int g : order_) {
     if (inst_[g] == 0) continue;

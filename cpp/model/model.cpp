@@ -168,6 +168,13 @@ void Model::executions() {
     o.state_bytes = (c.state + c.copy_desc) * c.tiles.count;
     o.exchange_code_bytes = (c.xcode + c.hxcode + c.gxcode) * c.tiles.count;
     o.control_code_bytes = (int64_t)c.programs * (t_.cc_program + t_.cc_sync) * t_.tiles_per_ipu;
+    if (is_site(op.kind)) {
+      // A call site's own code (its copies and control programs, one
+      // instance of its graph); the callee's body is the callee's.
+      o.state_bytes = site_[i].state;
+      o.exchange_code_bytes = site_[i].xcode;
+      o.control_code_bytes = site_[i].ccode;
+    }
     o.plan = c.plan;
     if (!c.vtypes.empty()) o.vertex = vtype_names_[c.vtypes[0]];
   }

@@ -17,6 +17,8 @@
 namespace ipuxl {
 namespace model {
 
+inline bool is_site(OpKind k) { return k == OpKind::Call || k == OpKind::Repeat || k == OpKind::If; }
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 
 // Tiles of one IPU's tile set: `count` consecutive tiles from `first`
@@ -311,6 +313,13 @@ class Model {
   std::vector<std::string> vtype_names_;
   std::vector<int64_t> vtype_code_;
   std::vector<std::vector<char>> vcover_;
+  // Code of each call site (Call, Repeat, If op) of one instance of its
+  // graph: its copies and control programs, not the callee's body.
+  struct SiteCode {
+    int64_t state = 0, xcode = 0, ccode = 0;
+  };
+  std::vector<SiteCode> site_;
+  int site_op_ = -1;
   std::vector<int64_t> inst_;
   std::vector<char> needed_;
   std::vector<int64_t> if_inst_;
