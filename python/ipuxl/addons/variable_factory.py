@@ -11,6 +11,11 @@ called once at construction "to test it" (the result is discarded) and a
 second time when the factory peeks at its first sample to learn shape and
 dtype; the first ``init`` returns that peeked sample. With
 ``np.random.seed(s)`` this reproduces popxl_addons' initial weights exactly.
+
+For an abstract Ir (:mod:`ipuxl._abstract`) the callable is called once, for
+the shape and dtype of its first sample, which is not kept; variables get
+:class:`~ipuxl._abstract.AbstractData` of that shape (stacked per replica
+group) and the data source is never asked again.
 """
 import numbers
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
@@ -18,6 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
 import numpy as np
 
 from .. import dtypes
+from .._abstract import AbstractData
 from ..replica_grouping import ReplicaGrouping
 from ..tensor import Tensor
 from .dot_tree import DotTree
@@ -52,6 +58,20 @@ class _Peekable:
             v, self._cache = self._cache, self._EMPTY
             return v
         return next(self._it)
+
+
+def _abstract_ir(replica_grouping) -> bool:
+    """Whether the factory is for an abstract Ir: the grouping's, else the
+    current graph's (False outside any graph)."""
+    ir = getattr(replica_grouping, "_ir", None)
+    if ir is None:
+        from ..context import gcg
+
+        try:
+            ir = gcg().ir
+        except Exception:  # noqa: BLE001 - no graph context: the concrete path reports it
+            return False
+    return bool(getattr(ir, "_abstract", False))
 
 
 def _is_host_tensor(x) -> bool:
@@ -89,10 +109,14 @@ class VariableFactory:
     def __init__(self, data_iter: DataIter, dtype: Optional[dtypes.dtype] = None,
                  name: Optional[str] = None, by_ref: bool = False,
                  replica_grouping: Optional[ReplicaGrouping] = None, shard_over: int = 1):
+        # An abstract Ir (ipuxl._abstract) takes one sample, for its shape
+        # and dtype, and never produces a variable's data.
+        abstract = _abstract_ir(replica_grouping)
         if callable(data_iter):
             fn = data_iter
             try:
-                fn()  # popxl_addons tests the callable; keeps RNG streams identical
+                if not abstract:
+                    fn()  # popxl_addons tests the callable; keeps RNG streams identical
             except Exception as e:  # noqa: BLE001 - re-raised with context
                 raise ValueError("VariableFactory: the callable passed as `data_iter` raised an "
                                  "error") from e
@@ -149,6 +173,12 @@ class VariableFactory:
         else:
             self.meta_shape = ()
             self.shape = data_shape
+        #: An abstract factory's samples: shape and dtype only.
+        self._abstract: Optional[AbstractData] = None
+        if abstract:
+            self._abstract = AbstractData(self.meta_shape or self.shape, self.dtype.as_numpy(),
+                                          f"VariableFactory {name!r}")
+            self.data_iter = None  # the peeked sample is not kept
 
     def __repr__(self):
         return (f"VariableFactory(name={self.name!r}, shape={self.shape}, dtype={self.dtype}, "
@@ -173,6 +203,11 @@ class VariableFactory:
         """The next sample (stacked ``num_groups`` times along a new axis 0
         when the grouping has several groups); ``empty=True`` gives
         uninitialised data of the right shape."""
+        if self._abstract is not None:
+            groups = self.replica_grouping.num_groups
+            return AbstractData(((groups,) if groups > 1 else ()) + self._abstract.shape,
+                                self._abstract.dtype, self._abstract.what)
+
         def one():
             if empty:
                 return np.empty(self.meta_shape or self.shape, self.dtype.as_numpy())
@@ -189,6 +224,8 @@ class VariableFactory:
         (read-only with ``read_only_if_exists``), as popxl_addons does."""
         import os
 
+        if self._abstract is not None:
+            return self.next_data(empty)  # no file for a variable without data
         os.makedirs(memmap_dir, exist_ok=True)
         path = os.path.join(memmap_dir, name + ".npy")
         shape = self.meta_shape or self.shape

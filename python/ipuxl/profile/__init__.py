@@ -108,7 +108,8 @@ class CapturedSession:
     def finish(self) -> Profile:
         """The profile, with the times the script ran the Session's main
         program (``Profile.runs``)."""
-        self.profile.runs = int(self._engine.runs)
+        # An abstract Session (ipuxl._abstract) has no Engine and never runs.
+        self.profile.runs = int(self._engine.runs) if self._engine is not None else 0
         return self.profile
 
 
