@@ -101,6 +101,7 @@ def child(app: str, app_root: str, yml: str, section: str, name: str) -> int:
         got = setup(config_dir / yml, section, name)
     config = got[0] if isinstance(got, tuple) else got
     t_imports = time.perf_counter() - t0
+    rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     model = prof.IpuModel(version="ipu2", allow_out_of_memory=True)
     t1 = time.perf_counter()
     with settings.override(abstract=True, offline_device="ipu_model", ipu_model=vars(model)), \
@@ -115,7 +116,8 @@ def child(app: str, app_root: str, yml: str, section: str, name: str) -> int:
     worst = p.worst_tile()
     tpi = int(p.target["tiles_per_ipu"])
     rec = {"app": app, "yml": yml, "config": name, "build_s": round(t_build, 2),
-           "imports_s": round(t_imports, 2),
+           "imports_s": round(t_imports, 2), "max_rss_imports_mb": round(rss_imports, 1),
+           "build_cpu_s": round(time.process_time(), 2),
            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
            "abstract": bool(c.ir.abstract), "ops": len(p.ops["name"]),
            "worst_tile": [worst // tpi, worst % tpi],

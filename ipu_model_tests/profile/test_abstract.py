@@ -201,3 +201,51 @@ def test_cli_profile_abstract_stops_at_the_first_run(tmp_path, capsys):
     for cat in c.categories:
         np.testing.assert_array_equal(a.per_tile[cat], c.per_tile[cat], err_msg=cat)
     assert not settings.current().abstract  # the setting ended with the command
+
+
+def _sources():
+    from scipy.stats import truncnorm
+
+    from ipuxl.addons.layers.linear import truncated_normal
+
+    return [partial(np.zeros, (3, 4)), partial(np.ones, 5, np.float16),
+            partial(np.full, (2,), 1.5), partial(np.full, (2, 1), 7, dtype=np.int32),
+            partial(np.empty, shape=(4,)), partial(np.random.normal, 0, 0.02, (7, 8)),
+            partial(np.random.uniform, -1, 1, size=(6,)),
+            partial(np.random.default_rng(0).normal, 0, 1, (2, 2)),
+            partial(truncnorm.rvs, -2, 2, loc=0, scale=0.02, size=(9, 10)),
+            partial(truncated_normal, (11, 12)), partial(truncated_normal, size=(3,), std=1.0)]
+
+
+@pytest.mark.parametrize("i", range(11))
+def test_sample_spec_reads_what_the_call_would_return(i):
+    from ipuxl._abstract import sample_spec
+
+    f = _sources()[i]
+    got, sample = sample_spec(f), f()  # the call itself is the oracle
+    assert got == (sample.shape, sample.dtype)
+
+
+def test_sample_spec_declines_what_it_cannot_read():
+    from ipuxl._abstract import sample_spec
+
+    assert sample_spec(lambda: np.zeros(3)) is None
+    assert sample_spec(partial(np.random.normal, 0, 1)) is None  # a scalar: size not given
+    assert sample_spec(partial(np.arange, 5)) is None
+
+
+def test_an_abstract_addons_layer_never_draws_its_weights():
+    # addons' Linear draws truncated_normal((8192, 8192)): 512 MiB of float64
+    # in a concrete Ir, read from the partial's arguments in an abstract one.
+    with settings.override(abstract=True):
+        ir = popxl.Ir()
+    tracemalloc.start()
+    with ir.main_graph:
+        x = ops.host_load(popxl.h2d_stream((4, 8192), popxl.float16, name="x"))
+        facts, graph = addons.layers.Linear(8192).create_graph(x)
+        w = facts.init("fc")
+        graph.bind(w).call(x)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert w.weight.shape == (8192, 8192) and w.weight.dtype == popxl.float16
+    assert peak < 32 << 20, peak

@@ -205,3 +205,63 @@ def init_session(session, device_desc: str, model) -> None:
     session._d2h_sorted = sorted(session._d2h)
     session._n_transfers = ir.num_host_transfers
     session._profile = session_model(session, device_desc, model)
+
+
+# ---- samples of variable factories, without drawing them ----------------
+
+_SHAPE_FIRST = {"zeros", "ones", "empty", "full"}   # numpy creators: shape first
+_RANDOM = {"normal": 2, "uniform": 2, "standard_normal": 0, "random": 0, "random_sample": 0,
+           "randint": 2, "integers": 2, "lognormal": 2, "laplace": 2, "standard_t": 1,
+           "truncated_normal": 0}  # where `size` is positional (after the parameters)
+
+
+def _as_shape(size):
+    if size is None:
+        return ()
+    if isinstance(size, (int, np.integer)):
+        return (int(size),)
+    return tuple(int(d) for d in size)
+
+
+def sample_spec(fn) -> Optional[Tuple[Tuple[int, ...], np.dtype]]:
+    """(shape, NumPy dtype) of what ``fn()`` would return, read from a
+    ``functools.partial`` of a known array source without calling it:
+    NumPy's ``zeros``/``ones``/``empty``/``full``, ``np.random``'s and a
+    ``Generator``'s samplers (``normal``, ``uniform``, ...), a SciPy
+    distribution's ``rvs(..., size=...)``, and popxl-addons'
+    ``truncated_normal(size)``. None for anything else (a lambda, another
+    function): the caller then draws one sample."""
+    import functools  # noqa: PLC0415
+
+    if not isinstance(fn, functools.partial):
+        return None
+    f, args, kw = fn.func, fn.args, dict(fn.keywords or {})
+    name = getattr(f, "__name__", "")
+    owner = getattr(f, "__self__", None)
+    module = getattr(f, "__module__", "") or ""
+    try:
+        if f in (np.zeros, np.ones, np.empty, np.full) and name in _SHAPE_FIRST:
+            shape = _as_shape(args[0] if args else kw["shape"])
+            if name == "full":
+                fill = args[1] if len(args) > 1 else kw["fill_value"]
+                dt = kw.get("dtype", args[2] if len(args) > 2 else np.asarray(fill).dtype)
+            else:
+                dt = kw.get("dtype", args[1] if len(args) > 1 else np.float64)
+            return shape, np.dtype(dt)
+        if name == "rvs" and type(owner).__module__.startswith("scipy.stats"):
+            return (_as_shape(kw["size"]), np.dtype(np.float64)) if "size" in kw else None
+        is_random = isinstance(owner, (np.random.RandomState, np.random.Generator)) or \
+            (name == "truncated_normal" and module.startswith("ipuxl.addons"))
+        if is_random and name in _RANDOM:
+            pos = _RANDOM[name]
+            if "size" in kw:
+                size = kw["size"]
+            elif len(args) > pos:
+                size = args[pos]
+            else:
+                return None
+            dt = np.int64 if name in ("randint", "integers") else np.float64
+            return _as_shape(size), np.dtype(kw.get("dtype", dt))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return None

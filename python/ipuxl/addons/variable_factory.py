@@ -12,8 +12,12 @@ second time when the factory peeks at its first sample to learn shape and
 dtype; the first ``init`` returns that peeked sample. With
 ``np.random.seed(s)`` this reproduces popxl_addons' initial weights exactly.
 
-For an abstract Ir (:mod:`ipuxl._abstract`) the callable is called once, for
-the shape and dtype of its first sample, which is not kept; variables get
+For an abstract Ir (:mod:`ipuxl._abstract`) the callable is not called when
+it is a ``functools.partial`` of a known array source
+(:func:`ipuxl._abstract.sample_spec`: NumPy creators and samplers, SciPy's
+``rvs``, ``truncated_normal``), whose arguments give shape and dtype;
+otherwise it is called once, for the shape and dtype of its first sample,
+which is not kept. Variables get
 :class:`~ipuxl._abstract.AbstractData` of that shape (stacked per replica
 group) and the data source is never asked again.
 """
@@ -23,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
 import numpy as np
 
 from .. import dtypes
-from .._abstract import AbstractData
+from .._abstract import AbstractData, sample_spec
 from ..replica_grouping import ReplicaGrouping
 from ..tensor import Tensor
 from .dot_tree import DotTree
@@ -75,7 +79,7 @@ def _abstract_ir(replica_grouping) -> bool:
 
 
 def _is_host_tensor(x) -> bool:
-    if isinstance(x, (np.ndarray, np.generic)):
+    if isinstance(x, (np.ndarray, np.generic, AbstractData)):
         return True
     return type(x).__module__.startswith("torch") and hasattr(x, "shape")
 
@@ -109,10 +113,15 @@ class VariableFactory:
     def __init__(self, data_iter: DataIter, dtype: Optional[dtypes.dtype] = None,
                  name: Optional[str] = None, by_ref: bool = False,
                  replica_grouping: Optional[ReplicaGrouping] = None, shard_over: int = 1):
-        # An abstract Ir (ipuxl._abstract) takes one sample, for its shape
-        # and dtype, and never produces a variable's data.
+        # An abstract Ir (ipuxl._abstract) reads shape and dtype from the
+        # callable's arguments where it can (sample_spec), else takes one
+        # sample, and never produces a variable's data.
         abstract = _abstract_ir(replica_grouping)
-        if callable(data_iter):
+        known = sample_spec(data_iter) if abstract and callable(data_iter) else None
+        if known is not None:
+            # Shape and dtype from the callable's arguments: never called.
+            source = iter([AbstractData(known[0], known[1], f"VariableFactory {name!r}")])
+        elif callable(data_iter):
             fn = data_iter
             try:
                 if not abstract:
@@ -161,7 +170,8 @@ class VariableFactory:
         self.shard_over = shard_over
         self.replica_sharded = shard_over > 1
         self.dtype = dtypes.dtype.as_dtype(dtype) if dtype is not None else \
-            dtypes.dtype.as_dtype(_to_numpy(peek).dtype)
+            dtypes.dtype.as_dtype(peek.dtype if isinstance(peek, AbstractData) else
+                                  _to_numpy(peek).dtype)
         data_shape = tuple(int(d) for d in peek.shape)
         if self.replica_sharded:
             n = int(np.prod(data_shape))
