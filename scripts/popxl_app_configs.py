@@ -122,9 +122,19 @@ def child(app: str, app_root: str, yml: str, section: str, name: str) -> int:
            "abstract": bool(c.ir.abstract), "ops": len(p.ops["name"]),
            "worst_tile": [worst // tpi, worst % tpi],
            "worst_tile_categories": p.tile_categories(worst),
-           "worst_tile_tensors": p.tensors_on_tile(worst, 6), **fit}
+           "worst_tile_tensors": [list(t) + [_tiles_of(p, t[0])]
+                                  for t in p.tensors_on_tile(worst, 8)], **fit}
+    save = os.environ.get("POPXL_APP_CONFIGS_SAVE")
+    if save:
+        p.save(os.path.join(save, f"{app}.{yml[:-4]}.{name}.json"))
     print("POPXL_APP_CONFIG " + json.dumps(rec))
     return 0
+
+
+def _tiles_of(p, name: str) -> int:
+    """How many tiles the model mapped tensor ``name`` on."""
+    names = p.tensors["name"]
+    return int(p.tensors["tiles"][names.index(name)]) if name in names else 0
 
 
 # --------------------------------------------------------------------------
@@ -199,7 +209,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "ipuxl" / "popxl_apps"))
     ap.add_argument("--json", default="popxl_app_configs.json")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per configuration")
+    ap.add_argument("--save-profiles", metavar="DIR",
+                    help="write each configuration's profile.json there (APP.YML.CONFIG.json)")
     args = ap.parse_args(argv)
+    if args.save_profiles:
+        os.makedirs(args.save_profiles, exist_ok=True)
+        os.environ["POPXL_APP_CONFIGS_SAVE"] = os.path.abspath(args.save_profiles)
     examples = Path(args.examples).resolve()
     eutils = Path(args.examples_utils).resolve() if args.examples_utils else None
     records = []
