@@ -249,3 +249,27 @@ def test_an_abstract_addons_layer_never_draws_its_weights():
     tracemalloc.stop()
     assert w.weight.shape == (8192, 8192) and w.weight.dtype == popxl.float16
     assert peak < 32 << 20, peak
+
+
+def test_an_abstract_program_over_memory_is_reported_on_any_device(capsys):
+    # 4 MiB of weights on 2 tiles of 624 KiB: a concrete "ipu_hw" Session
+    # refuses to compile it; an abstract one never runs, so a model that
+    # allows it reports the overflow.
+    model = prof.IpuModel(tiles_per_ipu=2, allow_out_of_memory=True)
+
+    def build():
+        ir = popxl.Ir()
+        with ir.main_graph:
+            x = ops.host_load(popxl.h2d_stream((2, 1024), popxl.float32, name="x"))
+            w = popxl.variable(np.zeros((1024, 1024), np.float32), name="w")
+            ops.host_store(popxl.d2h_stream((2, 1024), popxl.float32, name="y"), x @ w)
+        return ir
+
+    with settings.override(ipu_model=vars(model), offline_device=None):
+        with pytest.raises(prof.OutOfMemoryError):
+            popxl.Session(build(), "ipu_hw")
+        with settings.override(abstract=True):
+            air = build()
+        s = popxl.Session(air, "ipu_hw")
+    assert not s.profile().fits
+    assert "profiling anyway" in capsys.readouterr().err
