@@ -161,6 +161,11 @@ def test_the_setting_comes_from_the_environment_and_is_fixed_per_ir(monkeypatch)
     assert not settings.read({}).abstract
     with pytest.raises(ValueError, match="IPUXL_ABSTRACT=maybe"):
         settings.read({"IPUXL_ABSTRACT": "maybe"})
+    monkeypatch.setenv("IPUXL_ABSTRACT", "yes")
+    assert popxl.Ir().abstract
+    with settings.override(abstract=False):
+        assert not popxl.Ir().abstract
+    monkeypatch.delenv("IPUXL_ABSTRACT")
     with settings.override(abstract=True):
         ir = popxl.Ir()
     with ir.main_graph:  # created abstract, stays abstract outside the block

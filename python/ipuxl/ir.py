@@ -56,7 +56,7 @@ class Ir:
 
         # An abstract build (ipuxl._abstract): fixed when the Ir is created,
         # so every variable of one Ir is of one kind.
-        self._abstract = settings.current().abstract
+        self._abstract = settings.abstract_builds()
 
     # ---- properties
     @property

@@ -494,6 +494,19 @@ def current() -> Settings:
     return s
 
 
+def abstract_builds() -> bool:
+    """The ``abstract`` setting alone (``IPUXL_ABSTRACT`` under any
+    :func:`override`): what an ``Ir`` reads when it is created, without
+    checking the other settings, whose errors belong to the Session that
+    uses them."""
+    with _lock:
+        layers = [changes for _, changes in _overrides]
+    for changes in reversed(layers):
+        if "abstract" in changes:
+            return bool(changes["abstract"])
+    return _flag("IPUXL_ABSTRACT", os.environ.get("IPUXL_ABSTRACT", ""))
+
+
 @contextlib.contextmanager
 def override(**changes) -> Iterator[Settings]:
     """Session settings replaced inside a ``with`` block, for the whole
