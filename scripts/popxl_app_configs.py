@@ -104,7 +104,10 @@ def child(app: str, app_root: str, yml: str, section: str, name: str) -> int:
     rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     model = prof.IpuModel(version="ipu2", allow_out_of_memory=True)
     t1 = time.perf_counter()
-    with settings.override(abstract=True, offline_device="ipu_model", ipu_model=vars(model)), \
+    # POPXL_APP_CONFIGS_CONCRETE=1 (--concrete): with the weights, to check
+    # that the abstract build profiles as the concrete one.
+    abstract = os.environ.get("POPXL_APP_CONFIGS_CONCRETE") != "1"
+    with settings.override(abstract=abstract, offline_device="ipu_model", ipu_model=vars(model)), \
             prof.capture(model) as captured:
         entry(config, **kwargs)
     if not captured:
@@ -211,7 +214,12 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per configuration")
     ap.add_argument("--save-profiles", metavar="DIR",
                     help="write each configuration's profile.json there (APP.YML.CONFIG.json)")
+    ap.add_argument("--concrete", action="store_true",
+                    help="build with the weights (small configurations: checks that the abstract "
+                         "build profiles the same)")
     args = ap.parse_args(argv)
+    if args.concrete:
+        os.environ["POPXL_APP_CONFIGS_CONCRETE"] = "1"
     if args.save_profiles:
         os.makedirs(args.save_profiles, exist_ok=True)
         os.environ["POPXL_APP_CONFIGS_SAVE"] = os.path.abspath(args.save_profiles)
