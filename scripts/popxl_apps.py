@@ -207,18 +207,34 @@ def _pip(args, log):
     return r
 
 
+def cache_dir(specs, local_packages, cache_root: Path) -> Path:
+    """The cache directory of one set of requirements. local_packages:
+    (name, commit, path); the key names the commit, not the (temporary)
+    path, so that a later run finds the cache."""
+    key = hashlib.sha256(json.dumps([sys.version.split()[0], sorted(specs),
+                                     sorted(f"{n}@{c}" for n, c, _ in local_packages)]).encode()
+                         ).hexdigest()[:16]
+    return cache_root / key
+
+
+def cached_packages(app_root: Path, cache_root: Path):
+    """The filled cache directory of an exported app's requirements (with
+    examples-utils from a checkout, as ``--examples-utils`` installs it), or
+    None when this Python has not filled it yet."""
+    specs, _notes, github = plan_requirements(app_root / "requirements.txt")
+    local = [("examples-utils", g["ref"], None) for g in github
+             if g["name"].lower() == "examples-utils"]
+    target = cache_dir(specs, local, cache_root)
+    return target if (target / ".popxl_apps.json").is_file() else None
+
+
 def install(specs, local_packages, cache_root: Path, tmp: Path, log):
     """Install ``specs`` (and local source trees) into a cache directory keyed
     by them and this Python; returns (directory, installed [(name, version)],
     failures). Resolution is against this environment, so the cache holds
     only what it lacks; a requirement pip cannot satisfy on this Python is
     retried without its version pin, then left out (recorded)."""
-    # local_packages: (name, commit, path); the key names the commit, not
-    # the (temporary) path, so that a later run finds the cache.
-    key = hashlib.sha256(json.dumps([sys.version.split()[0], sorted(specs),
-                                     sorted(f"{n}@{c}" for n, c, _ in local_packages)]).encode()
-                         ).hexdigest()[:16]
-    target = cache_root / key
+    target = cache_dir(specs, local_packages, cache_root)
     done = target / ".popxl_apps.json"
     if done.is_file():
         info = json.loads(done.read_text())

@@ -9,7 +9,12 @@ writes the IPU model's profile of every Session it creates
 (``profile_N.json`` and the viewer's ``profile_N.html`` when there are
 several) and of the main one (``--session N``, by
 default the one that ran most) to ``profile.json`` / ``profile.html`` in
-``--out``, lists the Sessions and prints a short table. ``ipuxl profile
+``--out``, lists the Sessions and prints a short table and whether the
+program fits (memory per IPU and per tile, Streaming Memory per replica).
+With ``--abstract`` the script's Irs are abstract builds
+(:mod:`ipuxl._abstract`): variables without host data, so a release
+configuration of a large model is built and profiled without its weights;
+the script stops at its first run. ``ipuxl profile
 --compare a.json b.json`` compares two profiles (a table, and
 ``compare.html``).
 
@@ -31,8 +36,13 @@ import sys
 __all__ = ["main"]
 
 
-def _run(script: str, args) -> int:
+def _run(script: str, args, abstract: bool = False) -> int:
+    """Runs ``script`` as ``__main__``; its exit status. ``abstract``: the
+    script builds abstract programs, and the first thing it asks values of
+    (a Session's run, its weights) ends it, as the place where the
+    program is complete (:mod:`ipuxl._abstract`)."""
     from . import compat
+    from ._abstract import AbstractValueError
 
     if not os.path.isfile(script):
         print(f"ipuxl run: no such script: {script}", file=sys.stderr)
@@ -42,6 +52,12 @@ def _run(script: str, args) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         runpy.run_path(script, run_name="__main__")
+    except AbstractValueError as e:
+        if not abstract:
+            raise
+        print(f"ipuxl profile --abstract: {os.path.basename(script)} stopped where it needed "
+              f"values: {str(e).split(':', 2)[0]}", file=sys.stderr)
+        return 0
     except SystemExit as e:
         code = e.code
         if code is None:
@@ -124,8 +140,9 @@ def _profile(ns) -> int:
     # settings rather than the environment.
     model = prof.IpuModel.from_env(prof.IpuModel(
         version=ns.version, tiles_per_ipu=ns.tiles_per_ipu, allow_out_of_memory=True))
-    with settings.override(ipu_model=vars(model)), prof.capture(model) as captured:
-        code = _run(ns.script, ns.args)
+    with settings.override(ipu_model=vars(model), abstract=ns.abstract), \
+            prof.capture(model) as captured:
+        code = _run(ns.script, ns.args, abstract=ns.abstract)
     profiles = [c.finish() for c in captured]
     if not profiles:
         print(f"ipuxl profile: {ns.script} created no Session: nothing to profile",
@@ -135,10 +152,11 @@ def _profile(ns) -> int:
         print(f"ipuxl profile: --session {ns.session}, but {ns.script} created "
               f"{len(profiles)} Session(s)", file=sys.stderr)
         return 2
-    return _write_sessions(ns, profiles, [c.device for c in captured]) or code
+    return _write_sessions(ns, profiles, [c.device for c in captured],
+                           [c.ir.replication_factor for c in captured]) or code
 
 
-def _write_sessions(ns, profiles, devices) -> int:
+def _write_sessions(ns, profiles, devices, replicas) -> int:
     """profile_N.json / .html for each Session (when there are several),
     profile.json / .html for the main one, and the list on the console."""
     os.makedirs(ns.out, exist_ok=True)
@@ -149,6 +167,7 @@ def _write_sessions(ns, profiles, devices) -> int:
     several = len(profiles) > 1
     pages = [f"profile_{i + 1}.html" for i in range(len(profiles))] if several else []
     print(profiles[main].summary())
+    print(profiles[main].fit_report(replicas[main]))
     print(f"ipuxl profile: {len(profiles)} Session(s) of {what}:")
     for i, p in enumerate(profiles):
         files = ""
@@ -214,6 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--tiles-per-ipu", type=int, default=None, metavar="T",
                     help="model T tiles per IPU instead of the whole chip (1472 on ipu2)")
     pr.add_argument("--no-html", action="store_true", help="write the json files only")
+    pr.add_argument("--abstract", action="store_true",
+                    help="build the script's programs without host data: variables keep their "
+                         "shape and dtype only (popxl-addons' factories make no data), so a "
+                         "large model profiles in seconds; the script ends at its first run or "
+                         "weight copy, which an abstract Session refuses")
     pr.add_argument("script", nargs="?", help="the PopXL script to run and profile")
     pr.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     ex = sub.add_parser(

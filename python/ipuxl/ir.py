@@ -52,11 +52,24 @@ class Ir:
         self._graph_cache: Dict[Any, Graph] = {}
         self._remote_buffers: List[Any] = []  # popxl.RemoteBuffer, in creation order
         self._remote_buffer_infos: Dict[int, Any] = {}  # id -> (shape, dtype, entries)
+        from . import settings
+
+        # An abstract build (ipuxl._abstract): fixed when the Ir is created,
+        # so every variable of one Ir is of one kind.
+        self._abstract = settings.abstract_builds()
 
     # ---- properties
     @property
     def id(self) -> int:
         return self._id
+
+    @property
+    def abstract(self) -> bool:
+        """Whether this Ir is an abstract build (an ipuxl extension): its
+        variables have shapes and dtypes but no host data, so it can be
+        profiled but not run (see :mod:`ipuxl._abstract`). Set by the
+        ``abstract`` setting when the Ir is created."""
+        return self._abstract
 
     @property
     def main_graph(self) -> Graph:

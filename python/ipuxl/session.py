@@ -16,7 +16,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 
 import numpy as np
 
-from . import dtypes, settings
+from . import _abstract, dtypes, settings
 from ._host_memory import aligned_copy, aligned_empty, is_aligned
 from .lowering import LoweredProgram, build
 from .ir import Ir
@@ -44,6 +44,8 @@ def _exclusive(method):
     own lock too, for callers that use it directly."""
     @functools.wraps(method)
     def locked(self, *args, **kwargs):
+        if self._engine is None and method.__name__ not in _abstract.SESSION_ALLOWED:
+            raise _abstract.refuse_session(self, method.__name__)
         with self._lock:
             return method(self, *args, **kwargs)
     return locked
@@ -122,6 +124,9 @@ class Session:
         from .session_options import warn_unmodelled_options
 
         warn_unmodelled_options(ir)
+        if ir._abstract:  # modelled, never run: no Engine (ipuxl._abstract)
+            _abstract.init_session(self, device_desc, model)
+            return
         self._prog: LoweredProgram = build(ir, host_passes)
         self._engine = self._prog.engine
         # Under popdist with several instances: collectives between them go
@@ -319,7 +324,7 @@ class Session:
             self._profile = profile_program(self._prog.faithful, self._prog.model_desc,
                                             self._model or IpuModel.from_env(),
                                             cpu=self._device == "cpu")
-        self._profile.runs = int(self._engine.runs)
+        self._profile.runs = int(self._engine.runs) if self._engine is not None else 0
         return self._profile
 
     # ---- context management
@@ -329,14 +334,15 @@ class Session:
         self._attach_stack.append(was)
         if not was:
             self._attached = True
-            self.weights_from_host()
+            if self._engine is not None:  # an abstract Session has no weights to copy
+                self.weights_from_host()
         return self
 
     @_exclusive
     def __exit__(self, exc_type, exc, tb):
         was = self._attach_stack.pop()
         if not was and self._attached:
-            if exc_type is None and self.weights_to_host_on_exit:
+            if exc_type is None and self.weights_to_host_on_exit and self._engine is not None:
                 if self._failed_run is None:
                     self.weights_to_host()
                 else:

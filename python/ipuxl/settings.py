@@ -100,6 +100,9 @@ SPECS: Tuple[Spec, ...] = (
          "exchange between instances: the C module when it fits, or one forced"),
     Spec("IPUXL_POPDIST_SPINS", "int", "50", "0 to 1000000", "import",
          "polls of a pending exchange before the blocking wait (mpi4py path)"),
+    Spec("IPUXL_ABSTRACT", "flag", "0", _BOOL_SPELLINGS, "session",
+         "Irs created while it is on are abstract: variables keep shape and dtype, no host data; "
+         "they can be profiled, not run (ipuxl profile --abstract, ipuxl._abstract)"),
     Spec("IPUXL_DEBUG", "list", "(none)", "names in DEBUG_SWITCHES", "session",
          "experiment switches of the kernels (benchmarks, tests); never needed for results"),
 )
@@ -123,6 +126,9 @@ _LEGACY_DEBUG = {f"IPUXL_{k.upper()}": k for k in DEBUG_SWITCHES}
 #: benchmark tools (never by the package): not misspellings.
 TOOL_VARIABLES = ("IPUXL_FUZZ_CI_GRAPHS", "IPUXL_FUZZ_ABORT_AT", "IPUXL_MNIST_FULL_EPOCH",
                   "IPUXL_POPART_MIRROR",
+                  # The checkouts and package cache of Graphcore's PopXL
+                  # applications for the suite's apps test (apps_checkout()).
+                  "IPUXL_EXAMPLES_DIR", "IPUXL_EXAMPLES_UTILS_DIR", "IPUXL_APPS_CACHE",
                   # Read by ipuxl's libpoplar in the C++ programs built against
                   # it, as the SDK's library reads POPLAR_ENGINE_OPTIONS
                   # (docs/poplar.md); no Python code reads it.
@@ -326,6 +332,8 @@ class Settings:
     offline_device: Optional[str] = None
     popdist_timeout: float = 300.0
     popdist_exchange: str = "auto"
+    #: IPUXL_ABSTRACT: new Irs are abstract builds (ipuxl._abstract).
+    abstract: bool = False
     #: IPUXL_DEBUG switches (and the older IPUXL_CONV_NO_* names). The
     #: ``conv_*`` ones are for the convolution plan's options.
     debug: FrozenSet[str] = frozenset()
@@ -425,6 +433,7 @@ def read(environ: Mapping[str, str], base: Optional[Settings] = None) -> Setting
         fields["popdist_exchange"] = _choice("IPUXL_POPDIST_EXCHANGE",
                                              get("IPUXL_POPDIST_EXCHANGE"),
                                              ("auto", "native", "mpi4py"))
+    fields["abstract"] = _flag("IPUXL_ABSTRACT", get("IPUXL_ABSTRACT"))
     debug = set(parse_debug(get("IPUXL_DEBUG")))
     debug |= {switch for name, switch in _LEGACY_DEBUG.items() if name in env}
     fields["debug"] = frozenset(debug)
@@ -483,6 +492,19 @@ def current() -> Settings:
     for changes in layers:
         s = dataclasses.replace(s, **changes)
     return s
+
+
+def abstract_builds() -> bool:
+    """The ``abstract`` setting alone (``IPUXL_ABSTRACT`` under any
+    :func:`override`): what an ``Ir`` reads when it is created, without
+    checking the other settings, whose errors belong to the Session that
+    uses them."""
+    with _lock:
+        layers = [changes for _, changes in _overrides]
+    for changes in reversed(layers):
+        if "abstract" in changes:
+            return bool(changes["abstract"])
+    return _flag("IPUXL_ABSTRACT", os.environ.get("IPUXL_ABSTRACT", ""))
 
 
 @contextlib.contextmanager
@@ -559,6 +581,20 @@ def poplar_target_options() -> Dict[str, object]:
     if not isinstance(opts, dict):
         raise ValueError(f"POPLAR_TARGET_OPTIONS must be a JSON object, got {text!r}")
     return opts
+
+def apps_checkout() -> Dict[str, Optional[str]]:
+    """Where the suite finds Graphcore's PopXL applications (a tool
+    setting, never read by the package): ``examples`` (``IPUXL_EXAMPLES_DIR``,
+    a checkout of graphcore/examples, work tree or git directory),
+    ``examples_utils`` (``IPUXL_EXAMPLES_UTILS_DIR``) and ``cache``
+    (``IPUXL_APPS_CACHE``, the package cache of ``scripts/popxl_apps.py``,
+    default ``~/.cache/ipuxl/popxl_apps``); None where unset."""
+    cache = os.environ.get("IPUXL_APPS_CACHE", "").strip() or \
+        os.path.join(os.path.expanduser("~"), ".cache", "ipuxl", "popxl_apps")
+    return {"examples": os.environ.get("IPUXL_EXAMPLES_DIR", "").strip() or None,
+            "examples_utils": os.environ.get("IPUXL_EXAMPLES_UTILS_DIR", "").strip() or None,
+            "cache": cache}
+
 
 def child_environment(**changes: Optional[str]) -> Dict[str, str]:
     """A copy of this process's environment for a child process, with

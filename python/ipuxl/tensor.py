@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Unio
 import numpy as np
 
 from . import dtypes
+from ._abstract import AbstractData, abstract_host_array
 from ._host_data import _check_fits, _to_host_array  # noqa: F401 - ops.utils imports _check_fits
 from ._positions import position
 from .context import get_current_context, get_current_graph, get_main_graph
@@ -534,8 +535,9 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         raise ValueError(
             f"popxl.variable can only be created in the main graph, not in {g.name!r}. "
             "Pass it to subgraphs as an input.")
-    arr, dt = _to_host_array(data, dtype, downcast, f"variable {name!r}" if name else "variable",
-                             log2_scale, nan_on_overflow)
+    what = f"variable {name!r}" if name else "variable"
+    arr, dt = (abstract_host_array if g.ir._abstract else _to_host_array)(
+        data, dtype, downcast, what, log2_scale, nan_on_overflow)
     if retrieval_mode not in (None, "one_per_group", "all_replicas"):
         raise ValueError(f"retrieval_mode must be 'one_per_group' or 'all_replicas', got {retrieval_mode!r}")
     if replica_grouping is None:
@@ -550,6 +552,8 @@ def variable(data: HostTensor, dtype: Optional[dtypes.dtype] = None, name: Optio
         shape = arr.shape[1:]
     t = Variable._create(g, name or "t", shape, dt)
     t._host_data = arr
+    if isinstance(arr, AbstractData):
+        t._host_data = arr.named(f"variable {t.id!r}")
     t._memmap_arr = arr if isinstance(arr, np.memmap) else None
     t._replica_grouping = replica_grouping
     t._retrieval_mode = retrieval_mode or "one_per_group"
@@ -762,8 +766,8 @@ def replica_sharded_variable(data: HostTensor, dtype: Optional[dtypes.dtype] = N
     from . import ops
     from .context import _execution_context, get_main_graph
 
-    arr, dt = _to_host_array(data, dtype, downcast, "replica_sharded_variable", log2_scale,
-                             nan_on_overflow)
+    arr, dt = (abstract_host_array if get_current_graph().ir._abstract else _to_host_array)(
+        data, dtype, downcast, "replica_sharded_variable", log2_scale, nan_on_overflow)
     buffer = replica_sharded_buffer(arr.shape, dt, replica_grouping, shard_over)
     var = remote_replica_sharded_variable(arr, buffer, 0, dt, name, downcast, replica_grouping,
                                           retrieval_mode)

@@ -11,6 +11,15 @@ called once at construction "to test it" (the result is discarded) and a
 second time when the factory peeks at its first sample to learn shape and
 dtype; the first ``init`` returns that peeked sample. With
 ``np.random.seed(s)`` this reproduces popxl_addons' initial weights exactly.
+
+For an abstract Ir (:mod:`ipuxl._abstract`) the callable is not called when
+it is a ``functools.partial`` of a known array source
+(:func:`ipuxl._abstract.sample_spec`: NumPy creators and samplers, SciPy's
+``rvs``, ``truncated_normal``), whose arguments give shape and dtype;
+otherwise it is called once, for the shape and dtype of its first sample,
+which is not kept. Variables get
+:class:`~ipuxl._abstract.AbstractData` of that shape (stacked per replica
+group) and the data source is never asked again.
 """
 import numbers
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
@@ -18,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Union
 import numpy as np
 
 from .. import dtypes
+from .._abstract import AbstractData, sample_spec
 from ..replica_grouping import ReplicaGrouping
 from ..tensor import Tensor
 from .dot_tree import DotTree
@@ -54,8 +64,22 @@ class _Peekable:
         return next(self._it)
 
 
+def _abstract_ir(replica_grouping) -> bool:
+    """Whether the factory is for an abstract Ir: the grouping's, else the
+    current graph's (False outside any graph)."""
+    ir = getattr(replica_grouping, "_ir", None)
+    if ir is None:
+        from ..context import gcg
+
+        try:
+            ir = gcg().ir
+        except Exception:  # noqa: BLE001 - no graph context: the concrete path reports it
+            return False
+    return bool(getattr(ir, "_abstract", False))
+
+
 def _is_host_tensor(x) -> bool:
-    if isinstance(x, (np.ndarray, np.generic)):
+    if isinstance(x, (np.ndarray, np.generic, AbstractData)):
         return True
     return type(x).__module__.startswith("torch") and hasattr(x, "shape")
 
@@ -89,10 +113,19 @@ class VariableFactory:
     def __init__(self, data_iter: DataIter, dtype: Optional[dtypes.dtype] = None,
                  name: Optional[str] = None, by_ref: bool = False,
                  replica_grouping: Optional[ReplicaGrouping] = None, shard_over: int = 1):
-        if callable(data_iter):
+        # An abstract Ir (ipuxl._abstract) reads shape and dtype from the
+        # callable's arguments where it can (sample_spec), else takes one
+        # sample, and never produces a variable's data.
+        abstract = _abstract_ir(replica_grouping)
+        known = sample_spec(data_iter) if abstract and callable(data_iter) else None
+        if known is not None:
+            # Shape and dtype from the callable's arguments: never called.
+            source = iter([AbstractData(known[0], known[1], f"VariableFactory {name!r}")])
+        elif callable(data_iter):
             fn = data_iter
             try:
-                fn()  # popxl_addons tests the callable; keeps RNG streams identical
+                if not abstract:
+                    fn()  # popxl_addons tests the callable; keeps RNG streams identical
             except Exception as e:  # noqa: BLE001 - re-raised with context
                 raise ValueError("VariableFactory: the callable passed as `data_iter` raised an "
                                  "error") from e
@@ -137,7 +170,8 @@ class VariableFactory:
         self.shard_over = shard_over
         self.replica_sharded = shard_over > 1
         self.dtype = dtypes.dtype.as_dtype(dtype) if dtype is not None else \
-            dtypes.dtype.as_dtype(_to_numpy(peek).dtype)
+            dtypes.dtype.as_dtype(peek.dtype if isinstance(peek, AbstractData) else
+                                  _to_numpy(peek).dtype)
         data_shape = tuple(int(d) for d in peek.shape)
         if self.replica_sharded:
             n = int(np.prod(data_shape))
@@ -149,6 +183,12 @@ class VariableFactory:
         else:
             self.meta_shape = ()
             self.shape = data_shape
+        #: An abstract factory's samples: shape and dtype only.
+        self._abstract: Optional[AbstractData] = None
+        if abstract:
+            self._abstract = AbstractData(self.meta_shape or self.shape, self.dtype.as_numpy(),
+                                          f"VariableFactory {name!r}")
+            self.data_iter = None  # the peeked sample is not kept
 
     def __repr__(self):
         return (f"VariableFactory(name={self.name!r}, shape={self.shape}, dtype={self.dtype}, "
@@ -173,6 +213,11 @@ class VariableFactory:
         """The next sample (stacked ``num_groups`` times along a new axis 0
         when the grouping has several groups); ``empty=True`` gives
         uninitialised data of the right shape."""
+        if self._abstract is not None:
+            groups = self.replica_grouping.num_groups
+            return AbstractData(((groups,) if groups > 1 else ()) + self._abstract.shape,
+                                self._abstract.dtype, self._abstract.what)
+
         def one():
             if empty:
                 return np.empty(self.meta_shape or self.shape, self.dtype.as_numpy())
@@ -189,6 +234,8 @@ class VariableFactory:
         (read-only with ``read_only_if_exists``), as popxl_addons does."""
         import os
 
+        if self._abstract is not None:
+            return self.next_data(empty)  # no file for a variable without data
         os.makedirs(memmap_dir, exist_ok=True)
         path = os.path.join(memmap_dir, name + ".npy")
         shape = self.meta_shape or self.shape

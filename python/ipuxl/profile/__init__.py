@@ -107,7 +107,8 @@ class CapturedSession:
     def finish(self) -> Profile:
         """The profile, with the times the script ran the Session's main
         program (``Profile.runs``)."""
-        self.profile.runs = int(self._engine.runs)
+        # An abstract Session (ipuxl._abstract) has no Engine and never runs.
+        self.profile.runs = int(self._engine.runs) if self._engine is not None else 0
         return self.profile
 
 
@@ -148,9 +149,12 @@ def session_model(session, device: str, model: Optional[IpuModel]) -> Optional[P
         model = IpuModel.from_env()
     profile = profile_program(prog.faithful, prog.model_desc, model, cpu=device == "cpu")
     if not profile.fits:
-        if device == "ipu_model" and model.allow_out_of_memory:
+        # An abstract Session (no Engine) never runs: on any device, a
+        # model that allows it reports the overflow instead of refusing.
+        if (device == "ipu_model" or session._engine is None) and model.allow_out_of_memory:
             print(f"ipuxl: warning: out of memory on {profile.overflow_tiles.size} tile(s) of "
-                  f"the modelled {profile.target['version']}; running anyway "
+                  f"the modelled {profile.target['version']}; "
+                  f"{'running' if session._engine is not None else 'profiling'} anyway "
                   "(IpuModel(allow_out_of_memory=True)); see session.profile()",
                   file=sys.stderr)
         else:

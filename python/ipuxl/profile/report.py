@@ -413,6 +413,47 @@ class Profile:
             lines.append(f"warning: {wmsg}")
         return "\n".join(lines)
 
+    @property
+    def streaming_bytes(self) -> int:
+        """Streaming Memory (off chip) of one replica: the bytes of its
+        remote buffers."""
+        return int(sum(b["streaming_bytes"] for b in self.remote_buffers))
+
+    def fit(self, replicas: int = 1) -> Dict:
+        """Whether the program fits, in the figures a sizing question asks
+        for: ``ipus_per_replica``, ``replicas``, ``ipus`` (both multiplied),
+        ``per_ipu`` (each IPU's ``total`` and ``max_tile`` bytes), the
+        ``peak_tile`` bytes and that as a fraction of the tile's memory
+        (``peak_tile_fraction``), ``streaming_bytes`` per replica and
+        ``fits``."""
+        ipus = int(self.target["num_ipus"])
+        rows = [{"ipu": r["ipu"], "total": r["total"], "max_tile": r["max_tile"]}
+                for r in self.per_ipu()]
+        peak = int(round(self.total_per_tile.max())) if self.num_tiles else 0
+        lim = self.memory_per_tile
+        return {"ipus_per_replica": ipus, "replicas": int(replicas), "ipus": ipus * int(replicas),
+                "per_ipu": rows, "peak_tile": peak, "memory_per_tile": lim,
+                "peak_tile_fraction": peak / lim if lim else 0.0,
+                "streaming_bytes": self.streaming_bytes, "fits": self.fits}
+
+    def fit_report(self, replicas: int = 1) -> str:
+        """:meth:`fit` as lines of text."""
+        f = self.fit(replicas)
+        lim = f["memory_per_tile"]
+        lines = [f"fit: {f['ipus_per_replica']} IPU(s) per replica x {f['replicas']} "
+                 f"replica(s) = {f['ipus']} IPU(s); "
+                 + ("FITS" if f["fits"] else
+                    f"DOES NOT FIT ({self.overflow_tiles.size} tile(s) over)")]
+        for r in f["per_ipu"]:
+            lines.append(f"  ipu {r['ipu']}: {r['total'] / 2**20:,.1f} MiB, fullest tile "
+                         f"{r['max_tile']:,} B" + (f" ({100 * r['max_tile'] / lim:.1f}% of "
+                                                   f"{lim // 1024} KiB)" if lim else ""))
+        lines.append(f"  peak tile {f['peak_tile']:,} B"
+                     + (f" = {100 * f['peak_tile_fraction']:.1f}% of {lim // 1024} KiB" if lim
+                        else "")
+                     + f"; Streaming Memory per replica {f['streaming_bytes'] / 2**30:,.2f} GiB")
+        return "\n".join(lines)
+
     def __repr__(self):
         t = self.totals
         return (f"Profile({self.name + ': ' if self.name else ''}{self.target['version']}, "
