@@ -341,6 +341,11 @@ class PoplarEmitter:
         from ..tensor import Constant, Variable
 
         main = self.prog.graphs[0]
+        # An op without an emission is named before anything else fails on it.
+        for g in self.prog.graphs:
+            for e in self.prog.entries[g]:
+                if e.kind == "kernel" and e.type not in poplar_ops.KERNELS:
+                    poplar_ops.emit_kernel(self, e)
         self.lines = []
         # Variables and constants of every graph, created first, as PopART does.
         weights: List[tuple] = []
