@@ -286,7 +286,7 @@ CXXFLAGS ?= -std=c++17 -O1
 LDLIBS = -lpoplar -lpoplin -lpopnn -lpopops -lpoputil -lpoprand
 
 program: {deps}
-\t$(CXX) $(CXXFLAGS) program.cpp -o $@ $(LDFLAGS) $(LDLIBS)
+\t$(CXX) $(CXXFLAGS) -DIPUXL_EXPORT_DIR='"$(CURDIR)"' program.cpp -o $@ $(LDFLAGS) $(LDLIBS)
 
 clean:
 \trm -f program
@@ -309,5 +309,7 @@ string(REPLACE ":" ";" _lib "$ENV{LIBRARY_PATH}")
 include_directories(${_inc})
 link_directories(${_lib})
 add_executable(program program.cpp)
+# codelets.cpp (when there is one) is compiled when the program runs, from here.
+target_compile_definitions(program PRIVATE IPUXL_EXPORT_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
 target_link_libraries(program poplar poplin popnn popops poputil poprand)
 """
