@@ -199,7 +199,7 @@ _NLL = r"""
 // NlllWithSoftmaxGradDirectOpx): one vertex on tile 0 (codelets.cpp).
 static std::vector<poplar::Tensor> nllSoftmaxGrad(poplar::Graph &graph, const poplar::Tensor &probs,
                                                   const poplar::Tensor &labels, const poplar::Tensor &lossGrad,
-                                                  unsigned reduction, unsigned hasIgnore, int ignoreIndex,
+                                                  unsigned reduction, unsigned hasIgnore, int ignoreIndex, unsigned mode,
                                                   std::vector<std::size_t> lossShape,
                                                   poplar::program::Sequence &prog, const std::string &dbg) {
   const std::size_t classes = probs.dim(probs.rank() - 1), rows = probs.numElements() / classes;
@@ -220,6 +220,7 @@ static std::vector<poplar::Tensor> nllSoftmaxGrad(poplar::Graph &graph, const po
   graph.setInitialValue(v["reduction"], reduction);
   graph.setInitialValue(v["hasIgnore"], hasIgnore);
   graph.setInitialValue(v["ignoreIndex"], ignoreIndex);
+  graph.setInitialValue(v["mode"], mode);
   graph.setTileMapping(v, 0);
   prog.add(poplar::program::Execute(cs));
   (void)rows; (void)nLoss;
@@ -260,6 +261,7 @@ public:
   unsigned reduction;
   unsigned hasIgnore;
   int ignoreIndex;
+  unsigned mode;  // 0: -log(p + 1e-7) (NlllWithSoftmaxGradDirect); 1: -log(max(p, 1e-7)) (Nll); 2: -p (log_prob)
 
   bool compute() {
     const unsigned rows = labels.size();
@@ -267,11 +269,14 @@ public:
     for (unsigned s = 0; s < rows; ++s)
       if (!(hasIgnore && labels[s] == ignoreIndex)) ++counted;
     const float div = reduction == 2 ? (counted ? float(counted) : 1.0f) : 1.0f;
-    float total = 0.0f;
+    double total = 0.0;
     for (unsigned s = 0; s < rows; ++s) {
       const bool ignored = hasIgnore && labels[s] == ignoreIndex;
       const float g = lossGrad.size() == 1 ? lossGrad[0] : lossGrad[s];
-      const float l = ignored ? 0.0f : -std::log(probs[s * classes + labels[s]] + 1e-7f);
+      const double pl = ignored ? 1.0 : double(probs[s * classes + labels[s]]);
+      const double eps = double(1.0e-7f);
+      const float l = ignored ? 0.0f
+                      : float(mode == 2 ? -pl : mode == 1 ? -std::log(pl > eps ? pl : eps) : -std::log(pl + eps));
       if (reduction == 0) loss[s] = l;
       total += l;
       for (unsigned c = 0; c < classes; ++c) {
@@ -280,7 +285,7 @@ public:
         dx[s * classes + c] = ignored ? 0.0f : (p - y) * g / div;
       }
     }
-    if (reduction != 0) loss[0] = reduction == 2 ? total / div : total;
+    if (reduction != 0) loss[0] = float(reduction == 2 ? total / div : total);
     return true;
   }
 };

@@ -390,22 +390,31 @@ def _sum(em, e):
 def _nll_softmax_grad(em, e):
     """NlllWithSoftmaxGradDirect: one generated vertex (popnn's calcLoss
     takes one-hot expected values and has no ignore index or reduction)."""
-    probs, labels, lg = e.inputs
-    loss, dx = e.outputs
+    nll = e.type == "Nll"
+    probs, labels = e.inputs[0], e.inputs[1]
+    lg = None if nll else e.inputs[2]
+    loss = e.outputs[0]
     if probs.dtype.name != "float32" or labels.dtype.name not in ("int32", "uint32"):
-        raise NotImplementedError(f"Poplar export: op NlllWithSoftmaxGradDirect ({e.name!r}) "
+        raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) "
                                   f"with {probs.dtype.name} probs / {labels.dtype.name} labels")
     em.codelets["NllSoftmaxGrad"] = CODELETS["NllSoftmaxGrad"]
     em.helpers.add("nllSoftmaxGrad")
     a = e.attrs
     v = em.fresh("nll")
     lab = f"popops::cast(graph, {em.t(labels)}, poplar::INT, prog, {_dbg(e)})"
-    lgv = f"popops::cast(graph, {em.t(lg)}, poplar::FLOAT, prog, {_dbg(e)})"
+    if nll:  # the loss alone: a unit gradient, the vertex's dx unused
+        em.helpers.add("scalarLike")
+        lgv = f"ipuxl_export::scalarLike(graph, {em.t(probs)}, 1.0f)"
+        mode = 2 if int(a.get("log_prob", 0)) else 1
+    else:
+        lgv = f"popops::cast(graph, {em.t(lg)}, poplar::FLOAT, prog, {_dbg(e)})"
+        mode = 0
     em.line(f"auto {v} = ipuxl_export::nllSoftmaxGrad(graph, {em.t(probs)}, {lab}, {lgv}, "
-            f"{_reductions[a['reduction']]}, {int(a['has_ignore_index'])}, {int(a['ignore_index'])}, "
+            f"{_reductions[a['reduction']]}, {int(a['has_ignore_index'])}, {int(a['ignore_index'])}, {mode}, "
             f"{_shape(loss.shape)}, prog, {_dbg(e)});")
     em.define(loss, f"{v}[0]")
-    em.define(dx, f"{v}[1]")
+    if not nll:
+        em.define(e.outputs[1], f"{v}[1]")
 
 
 _reductions = {"none": 0, "sum": 1, "mean": 2}
@@ -452,7 +461,7 @@ KERNELS = {
     "ScaledAdd": _scaled_add, "ScaledAddLhsInplace": _scaled_add,
     "Init": _init, "CopyVarUpdate": _copy_var_update, "Accumulate": _accumulate,
     "AccumulatorScale": _accumulator_scale, "Where": _where, "Sum": _sum,
-    "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
+    "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
 }
@@ -467,34 +476,41 @@ def emit_kernel(em, e) -> None:
     fn(em, e)
 
 
-# gcl collective names (gcl/Collectives.hpp) by ipuxl's collective kind
-_GCL_OPS = {"sum": "ADD", "mean": "MEAN", "max": "MAX", "min": "MIN", "prod": "MUL"}
+# gcl's CollectiveOperator by ipuxl's reduction (the core's ReduceOp names)
+_GCL_OPS = {"add": "ADD", "mean": "MEAN", "mul": "MUL", "min": "MIN", "max": "MAX",
+            "and": "LOGICAL_AND", "or": "LOGICAL_OR", "square_add": "SQUARE_ADD",
+            "local": "LOCAL"}
+_REDUCE_NAMES = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
 
 def emit_collective(em, e) -> None:
-    """Replicated collectives as gcl's cross-replica calls (PopART's
-    ReplicatedAllReduceOpx and friends)."""
+    """Replicated collectives as gcl's cross-replica calls
+    (gcl/Collectives.hpp; PopART's ReplicatedAllReduceOpx,
+    ReplicatedAllGatherOpx, ReplicatedReduceScatterOpx), over all replicas."""
     typ = e.type
-    op = str(e.op.attrs.get("op", "sum")).lower()
-    gop = _GCL_OPS.get(op)
-    if gop is None:
-        raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}) reduction {op!r}")
+    if e.collective is None or typ == "AllReduce":
+        raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}): only the replicated "
+                                  "collectives (gcl cross-replica calls) are exported")
+    kind, red, group_of = e.collective
+    if len(set(group_of)) != 1:
+        raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}) over replica groups "
+                                  f"{list(group_of)}: only all replicas in one group are exported")
+    gop = _GCL_OPS[_REDUCE_NAMES[int(red)]]
     em.helpers.add("gcl")
     x = em.t(e.inputs[0])
-    kind = f"gcl::CollectiveOperator::{gop}"
-    if typ in ("ReplicatedAllReduce", "ReplicatedAllReduceInplace", "AllReduce"):
-        if typ == "ReplicatedAllReduceInplace":
-            em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {kind}, prog, {_dbg(e)});")
-            em.alias(e.outputs[0], e.inputs[0])
-        else:
-            em.define(e.outputs[0], f"gcl::allReduceCrossReplica(graph, {x}, {kind}, prog, "
-                                    f"{_dbg(e)})")
+    cop = f"gcl::CollectiveOperator::{gop}"
+    out = e.outputs[0]
+    if typ == "ReplicatedAllReduceInplace":
+        em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)});")
+        em.alias(out, e.inputs[0])
+    elif typ == "ReplicatedAllReduce":
+        em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)})")
     elif typ == "ReplicatedAllGather":
-        em.define(e.outputs[0], f"gcl::allGatherCrossReplica(graph, {x}, prog, {_dbg(e)})"
-                                f".reshape({_shape(e.outputs[0].shape)})")
+        em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {_dbg(e)})"
+                       f".reshape({_shape(out.shape)})")
     elif typ == "ReplicatedReduceScatter":
-        em.define(e.outputs[0], f"gcl::reduceScatterCrossReplica(graph, {x}.flatten(), {kind}, prog, "
-                                f"{_dbg(e)}).reshape({_shape(e.outputs[0].shape)})")
+        em.define(out, f"gcl::reduceScatterCrossReplica(graph, {x}.flatten(), {cop}, prog, "
+                       f"{_dbg(e)}).reshape({_shape(out.shape)})")
     else:
         raise NotImplementedError(f"Poplar export: collective op {typ} ({e.name!r})")
 
