@@ -14,11 +14,13 @@ import glob
 import os
 import re
 import time
+from functools import partial
 
 import numpy as np
 import pytest
 
 import ipuxl as popxl
+import ipuxl.addons as addons
 import ipuxl.ops as ops
 from ipuxl.cli import main
 from ipuxl.export import export_poplar
@@ -103,6 +105,53 @@ def test_remote_variable_training_step(tmp_path):
     # The remote variable's final value, read back with copyFromRemoteBuffer.
     np.testing.assert_allclose(got_w["remote/" + w_remote.id], want_w["remote/" + w_remote.id],
                                rtol=1e-5, atol=1e-6)
+
+
+class _Adam(addons.Module):
+    """Tutorial 5's optimizer shape: Adam state as variable inputs of the
+    update graph, kept in remote buffers between steps."""
+
+    def build(self, var: popxl.TensorByRef, grad: popxl.Tensor, lr: float = 0.05):
+        m = self.add_variable_input("first_order", partial(np.zeros, var.shape), popxl.float32,
+                                    by_ref=True)
+        v = self.add_variable_input("second_order", partial(np.zeros, var.shape), popxl.float32,
+                                    by_ref=True)
+        step = self.add_variable_input("step", partial(np.zeros, ()), popxl.float32, by_ref=True)
+        ops.var_updates.accumulate_moving_average_(m, grad, f=0.9)
+        ops.var_updates.accumulate_moving_average_square_(v, grad, f=0.999)
+        upd = ops.var_updates.adam_updater(m, v, weight=var, time_step=step, weight_decay=0.01,
+                                           beta1=0.9, beta2=0.999, epsilon=1e-5)
+        ops.scaled_add_(var, upd, b=-lr)
+
+
+@pytest.mark.slow
+def test_remote_optimizer_state_training_step(tmp_path):
+    """Tutorial 5's remote step (addons.named_variable_buffers,
+    load_remote_graph / store_remote_graph, Adam), on one replica: the
+    optimizer state of a linear layer's weight lives in remote buffers."""
+    rng = np.random.default_rng(4)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((4, 5), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        w = popxl.variable(rng.normal(size=(5, 3)).astype(np.float32), name="w")
+        y = x @ w
+        loss = ops.mean(y * y)
+        grad = ops.transpose(x, (1, 0)) @ (y * (2.0 / y.nelms))
+        facts, adam = _Adam().create_graph(w, grad)
+        buffers = addons.named_variable_buffers(facts, entries=1)
+        state = facts.init_remote(buffers)
+        load, names = addons.load_remote_graph(buffers, entries=1)
+        loaded = addons.NamedTensors.pack(names, load.call(0))
+        adam.bind(loaded).call(w, grad)
+        addons.store_remote_graph(buffers, entries=1).bind(loaded).call(0)
+        ls = popxl.d2h_stream(loss.shape, loss.dtype, name="loss")
+        ops.host_store(ls, loss)
+    got, got_w, want, want_w, src, summary = roundtrip(ir, tmp_path, runs=3)
+    assert "AdamUpdater" in summary["codelets"] and "graph.addRemoteBuffer(" in src
+    _close(got, want, "loss")
+    _close(got_w, want_w, "weight")
+    assert {f"remote/{t.id}" for t in state.tensors} <= set(got_w)
 
 
 @pytest.mark.slow

@@ -228,6 +228,37 @@ static std::vector<poplar::Tensor> nllSoftmaxGrad(poplar::Graph &graph, const po
 }
 """
 
+_ADAM = r"""
+// Adam / Lamb / AdaMax updater term (PopART's AdamUpdaterOpx): one vertex
+// on tile 0 (codelets.cpp). `step` is incremented in place first.
+static poplar::Tensor adamUpdater(poplar::Graph &graph, const poplar::Tensor &w, const poplar::Tensor &m,
+                                  const poplar::Tensor &v, poplar::Tensor step, bool useWd, bool hasStep,
+                                  bool bias, bool adamax, float wd, float b1, float b2, float eps,
+                                  poplar::program::Sequence &prog, const std::string &dbg) {
+  if (!hasStep) {
+    step = graph.addVariable(poplar::FLOAT, {1}, dbg + "/no_step");
+    graph.setTileMapping(step, 0);
+  }
+  poplar::Tensor out = graph.clone(m, dbg + "/updater");
+  poplar::ComputeSet cs = graph.addComputeSet(dbg);
+  poplar::VertexRef vx = graph.addVertex(cs, "AdamUpdater");
+  graph.connect(vx["m"], m.flatten());
+  graph.connect(vx["v"], v.flatten());
+  graph.connect(vx["w"], w.flatten());
+  graph.connect(vx["step"], step.flatten());
+  graph.connect(vx["out"], out.flatten());
+  graph.setInitialValue(vx["wd"], wd);
+  graph.setInitialValue(vx["b1"], b1);
+  graph.setInitialValue(vx["b2"], b2);
+  graph.setInitialValue(vx["eps"], eps);
+  graph.setInitialValue(vx["flags"], unsigned((useWd ? 1 : 0) | (hasStep ? 2 : 0) | (bias ? 4 : 0) |
+                                               (adamax ? 8 : 0)));
+  graph.setTileMapping(vx, 0);
+  prog.add(poplar::program::Execute(cs));
+  return out;
+}
+"""
+
 _GCL = ""  # the collectives are gcl's own calls (gcl/Collectives.hpp)
 
 #: name -> (C++ source, helpers it needs).
@@ -241,10 +272,50 @@ HELPERS = {
     "groupNorm": (_GROUP_NORM, ()),
     "groupNormGrad": (_GROUP_NORM_GRAD, ("groupNorm",)),
     "nllSoftmaxGrad": (_NLL, ()),
+    "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
 }
 
 CODELETS = {
+    "AdamUpdater": r"""
+// mc = m / (1 - b1^t), vc = v / (1 - b2^t) (bias flag; AdaMax: vc = v),
+// out = mc / (sqrt(vc) + eps) (AdaMax: mc / (vc + eps)) [+ wd * w], in
+// double, t the step after its increment.
+class AdamUpdater : public Vertex {
+public:
+  Input<Vector<float>> m;
+  Input<Vector<float>> v;
+  Input<Vector<float>> w;
+  InOut<Vector<float>> step;
+  Output<Vector<float>> out;
+  float wd;
+  float b1;
+  float b2;
+  float eps;
+  unsigned flags;  // 1: weight decay, 2: has step, 4: bias correction, 8: AdaMax
+
+  bool compute() {
+    double b1c = 1.0, b2c = 1.0;
+    if (flags & 2) {
+      step[0] = float(double(step[0]) + 1.0);
+      const double ts = double(step[0]);
+      if (flags & 4) {
+        b1c = 1.0 - std::pow(double(b1), ts);
+        if (!(flags & 8)) b2c = 1.0 - std::pow(double(b2), ts);
+      }
+    }
+    for (unsigned i = 0; i < out.size(); ++i) {
+      const double mh = double(m[i]) / b1c;
+      double vh = double(v[i]) / b2c;
+      if (!(flags & 8)) vh = std::sqrt(vh);
+      double r = mh / (vh + double(eps));
+      if (flags & 1) r += double(wd) * double(w[i]);
+      out[i] = float(r);
+    }
+    return true;
+  }
+};
+""",
     "NllSoftmaxGrad": r"""
 // Per row s of probs (rows x classes): loss_s = -log(p[s, label_s] + 1e-7)
 // and dx[s, :] = (p[s, :] - onehot(label_s)) * lossGrad; rows with the

@@ -441,7 +441,37 @@ def _dynamic_slice(em, e):
     em.alias(e.outputs[0], x)
 
 
+def _adam_updater(em, e):
+    """AdamUpdater: a generated vertex (no PopLibs call computes it)."""
+    ins = list(e.inputs) + [None] * (8 - len(e.inputs))
+    w, m, v, step = ins[:4]
+    if any(t is not None for t in ins[4:]):
+        raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) with tensor "
+                                  "hyperparameters (only constant ones are exported)")
+    for t in (w, m, v, step):
+        if t is not None and t.dtype.name != "float32":
+            raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) on "
+                                      f"{t.dtype.name} tensor {t.id!r} (float32 only)")
+    mode = e.attrs["mode"]
+    a = e.attrs
+    em.codelets["AdamUpdater"] = CODELETS["AdamUpdater"]
+    em.helpers.add("adamUpdater")
+
+    def f(k, default):
+        return f"{float(np.float32(a.get(k, default))).hex()}f"
+
+    use_wd = float(a.get("weight_decay", 0.0)) != 0.0
+    step_ref = em.t(step) if step is not None else "poplar::Tensor()"
+    em.define(e.outputs[0], (
+        f"ipuxl_export::adamUpdater(graph, {em.t(w if w is not None else m)}, {em.t(m)}, "
+        f"{em.t(v)}, {step_ref}, {str(use_wd).lower()}, {str(step is not None).lower()}, "
+        f"{str(mode in ('adam', 'lamb', 'adamax')).lower()}, {str(mode == 'adamax').lower()}, "
+        f"{f('weight_decay', 0.0)}, {f('beta1', 0.9)}, {f('beta2', 0.999)}, {f('epsilon', 1e-7)}, "
+        f"prog, {_dbg(e)})"))
+
+
 KERNELS = {
+    "AdamUpdater": _adam_updater,
     **{t: _binary for t in _BINARY}, **{f"{t}LhsInplace": _binary for t in _BINARY},
     **{t: _unary for t in list(_UNARY) + list(_NONLIN)},
     **{f"{t}Inplace": _unary for t in list(_UNARY) + list(_NONLIN)},
