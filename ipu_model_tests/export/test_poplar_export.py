@@ -246,6 +246,34 @@ def test_conditional_is_one_if(tmp_path):
 
 
 @pytest.mark.slow
+def test_host_transfers_inside_a_repeat(tmp_path):
+    """num_host_transfers = 3: each transfer of a run reads the next item of
+    the (3, *shape) input and writes the next item of the output."""
+    ir = popxl.Ir()
+    ir.num_host_transfers = 3
+    with ir.main_graph:
+        xs = popxl.h2d_stream((2,), popxl.float32, name="x")
+        ys = popxl.d2h_stream((2,), popxl.float32, name="y")
+        acc = popxl.variable(np.zeros(2, np.float32), name="acc")
+
+        def body(a: popxl.TensorByRef):
+            x = ops.host_load(xs, "x")
+            a += x
+            ops.host_store(ys, a * 2.0)
+
+        g = ir.create_graph(body, acc)
+        ops.repeat(g, 3, acc)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, inputs={xs: x}, runs=2)
+    assert "NUM_HOST_TRANSFERS = 3;" in (tmp_path / "exported" / "program.hpp").read_text()
+    # NumPy: the second run continues from the first run's accumulator
+    np.testing.assert_allclose(got["y"], 2 * (x.sum(0) + np.cumsum(x, 0)))
+    np.testing.assert_allclose(got_w["acc"], 2 * x.sum(0))
+    _close(got, want, "y")
+    _close(got_w, want_w, "acc")
+
+
+@pytest.mark.slow
 def test_cli_export_poplar_builds_and_runs(tmp_path, capsys):
     script = os.path.join(ROOT, "examples", "user_guide", "repeat_graph_1.py")
     out = tmp_path / "prog"

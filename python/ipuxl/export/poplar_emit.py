@@ -49,6 +49,9 @@ NPY_DESCR = {
     "float32": "<f4", "float16": "<f2", "int32": "<i4", "uint32": "<u4", "bool": "|b1",
     "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2",
 }
+#: Ops per generated C++ function (compile time grows faster than linearly
+#: with a function's size).
+CHUNK_OPS = 200
 #: Constants of at most this many elements are written into the source.
 INLINE_CONSTANT_ELEMENTS = 64
 
@@ -267,16 +270,35 @@ class PoplarEmitter:
         self.emit_graph_ops(g)
         body, self.lines, self._graph_name = self.lines, saved, saved_name
         fn = f"buildGraph{len(self.functions)}"
-        self.functions.append(
-            f"// graph {g.name!r}: one Function, called from each of its call sites\n"
-            f"static void {fn}(poplar::Graph &graph, poplar::program::Sequence &prog,\n"
-            f"    const std::map<std::string, ipuxl_export::HostArray> &data) {{\n"
-            f"  (void)data;\n" + "\n".join(body) + "\n}\n")
+        self.functions.append(self._chunked(
+            fn, body, f"// graph {g.name!r}: one Function, called from each of its call sites"))
         k = self.graph_fn[id(g)] = len(self.graph_fn)
         self.line(f"{{ poplar::program::Sequence body; {fn}(graph, body, data); "
                   f"F[{k}] = graph.addFunction(body); }}")
         self.counts["functions"] += 1
         return f"F[{k}]"
+
+    def _chunked(self, fn: str, body: List[str], comment: str) -> str:
+        """``static void fn(graph, prog, data)`` running ``body``, split at op
+        boundaries into functions of at most :data:`CHUNK_OPS` ops each, so
+        that the C++ compiler's time stays linear in the program's size."""
+        groups: List[List[str]] = [[]]
+        ops_in = 0
+        for ln in body:
+            if ln.startswith("  // ") and not ln.startswith("  // RemoteCodeLoad"):
+                if ops_in == CHUNK_OPS:
+                    groups.append([])
+                    ops_in = 0
+                ops_in += 1
+            groups[-1].append(ln)
+        sig = ("(poplar::Graph &graph, poplar::program::Sequence &prog,\n"
+               "    const std::map<std::string, ipuxl_export::HostArray> &data)")
+        if len(groups) == 1:
+            return f"{comment}\nstatic void {fn}{sig} {{\n  (void)data;\n" + "\n".join(body) + "\n}\n"
+        parts = [f"static void {fn}_{k}{sig} {{\n  (void)data;\n" + "\n".join(g) + "\n}\n"
+                 for k, g in enumerate(groups)]
+        calls = "\n".join(f"  {fn}_{k}(graph, prog, data);" for k in range(len(groups)))
+        return "\n".join(parts) + f"{comment}\nstatic void {fn}{sig} {{\n{calls}\n}}\n"
 
     def _copy(self, seq: str, src: str, dst: str) -> None:
         self.line(f"{seq}.add(poplar::program::Copy({src}, {dst}));")
@@ -353,6 +375,8 @@ class PoplarEmitter:
             self._graph_name = g.name or self._main_name
             for rec in self.prog.tensors[g]:
                 t = rec.tensor
+                if isinstance(t, (Variable, Constant)):
+                    self.line(f"// {type(t).__name__.lower()} {t.id}")
                 if isinstance(t, Variable):
                     self.new_variable(t)
                     weights.append(t)
@@ -367,10 +391,13 @@ class PoplarEmitter:
                 self.remote_vars.append((rb, int(entry), key, t))
         for t in weights:
             self.data[t.id] = self._value(t)
-        decl_lines = self.lines
+        self.functions.append(self._chunked("buildTensors", self.lines,
+                                            "// every variable and constant, with its tile mapping"))
+        decl_lines = ["  buildTensors(graph, prog, data);"]
         self.lines = []
         self.emit_graph_ops(main)
-        main_lines = self.lines
+        self.functions.append(self._chunked("buildMainGraph", self.lines, "// the main graph"))
+        main_lines = ["  buildMainGraph(graph, prog, data);"]
         return self._assemble(decl_lines, main_lines, weights, with_main)
 
     def _value(self, t) -> np.ndarray:
@@ -414,8 +441,8 @@ class PoplarEmitter:
              "  popnn::addCodelets(graph);", "  poprand::addCodelets(graph);"]
             + (["  graph.addCodelets(std::string(IPUXL_EXPORT_DIR) + \"/codelets.cpp\");"]
                if self.codelets else [])
-            + stream_lines + decl_lines
-            + ["  poplar::program::Sequence prog;"] + main_lines + wfh + wth
+            + ["  poplar::program::Sequence prog;"] + stream_lines + decl_lines
+            + main_lines + wfh + wth
             + ["  return {wfh, prog, wth};", "}"])
         header = self._header(n_t, n_f, stream_meta, weights)
         source = "\n".join([
