@@ -282,7 +282,7 @@ def makefile(with_codelets: bool) -> str:
 #   eval "$(ipuxl poplar-env)"   (or: source <poplar-sdk>/enable.sh)
 #   make && ./program --inputs in.npz --outputs out.npz
 CXX ?= g++
-CXXFLAGS ?= -std=c++17 -O1
+CXXFLAGS ?= -std=c++17 -O0
 LDLIBS = -lpoplar -lpoplin -lpopnn -lpopops -lpoputil -lpoprand
 
 program: {deps}
