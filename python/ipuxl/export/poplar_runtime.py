@@ -208,7 +208,7 @@ static const HostArray &lookup(const std::map<std::string, HostArray> &m, const 
 
 def main_cpp() -> str:
     """``main()``: reads ``--weights`` (default: ``weights.npz`` beside the
-    executable) and ``--inputs``, runs WeightsFromHost, the main program
+    executable, else in the directory it was built from) and ``--inputs``, runs WeightsFromHost, the main program
     ``--runs`` times and WeightsToHost, writes ``--outputs`` (the
     device-to-host streams) and ``--save-weights`` (the final weights)."""
     return r"""
@@ -216,7 +216,9 @@ int main(int argc, char **argv) {
   using namespace ipuxl_export;
   std::string exe = argv[0];
   std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
+  // weights.npz beside the executable, else in the directory it was built from.
   std::string weightsPath = dir + "/weights.npz", inputsPath, outputsPath, saveWeightsPath;
+  if (!std::ifstream(weightsPath)) weightsPath = std::string(IPUXL_EXPORT_DIR) + "/weights.npz";
   unsigned runs = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
