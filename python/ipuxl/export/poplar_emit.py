@@ -475,7 +475,8 @@ class PoplarEmitter:
         ] + self.functions + [build, "", self._host_side(stream_meta, weights),
                               main_cpp() if with_main else ""])
         files = {"program.cpp": source, "program.hpp": header,
-                 "Makefile": makefile(bool(self.codelets)), "CMakeLists.txt": cmakelists()}
+                 "Makefile": makefile(bool(self.codelets), "gcl" in self.helpers),
+                 "CMakeLists.txt": cmakelists("gcl" in self.helpers)}
         if self.codelets:
             files["codelets.cpp"] = ("// Vertices for ops ipuxl's PopLibs subset has no call for.\n"
                                      "#include <poplar/Vertex.hpp>\n#include <cmath>\n"

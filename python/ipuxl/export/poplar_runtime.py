@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
 """
 
 
-def makefile(with_codelets: bool) -> str:
+def makefile(with_codelets: bool, gcl: bool = False) -> str:
     """The ``Makefile``: ``make`` builds ``program`` with the ``CXX`` and the
     ``CPATH`` / ``LIBRARY_PATH`` of the Poplar in use (the SDK's
     ``enable.sh`` or ``eval "$(ipuxl poplar-env)"``)."""
@@ -285,7 +285,7 @@ def makefile(with_codelets: bool) -> str:
 #   make && ./program --inputs in.npz --outputs out.npz
 CXX ?= g++
 CXXFLAGS ?= -std=c++17 -O0
-LDLIBS = -lpoplar -lpoplin -lpopnn -lpopops -lpoputil -lpoprand
+LDLIBS = {"-lgcl " if gcl else ""}-lpoplar -lpoplin -lpopnn -lpopops -lpoputil -lpoprand
 
 program: {deps}
 \t$(CXX) $(CXXFLAGS) -DIPUXL_EXPORT_DIR='"$(CURDIR)"' program.cpp -o $@ $(LDFLAGS) $(LDLIBS)
@@ -297,9 +297,10 @@ clean:
 """
 
 
-def cmakelists() -> str:
+def cmakelists(gcl: bool = False) -> str:
     """``CMakeLists.txt``: the same build for CMake users (the libraries
     are found on ``LIBRARY_PATH``, the headers on ``CPATH``)."""
+    libs = ("gcl " if gcl else "") + "poplar poplin popnn popops poputil poprand"
     return """cmake_minimum_required(VERSION 3.10)
 project(ipuxl_exported_program CXX)
 # Poplar's headers and libraries come from the environment, as the SDK's
@@ -313,5 +314,5 @@ link_directories(${_lib})
 add_executable(program program.cpp)
 # codelets.cpp (when there is one) is compiled when the program runs, from here.
 target_compile_definitions(program PRIVATE IPUXL_EXPORT_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
-target_link_libraries(program poplar poplin popnn popops poputil poprand)
-"""
+target_link_libraries(program LIBS)
+""".replace("LIBS", libs)
