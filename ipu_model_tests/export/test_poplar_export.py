@@ -279,6 +279,32 @@ def test_host_transfers_inside_a_repeat(tmp_path):
 
 
 @pytest.mark.slow
+def test_float16_forward(tmp_path):
+    """HALF tensors, streams and constants: matmul, gelu, layer norm
+    (statistics in float32) and softmax in float16, within float16
+    rounding of Session.run (whose fused kernels round differently)."""
+    rng = np.random.default_rng(5)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((4, 8), popxl.float16, name="x")
+        x = ops.host_load(xs, "x")
+        w = popxl.variable(rng.normal(0, 0.3, (8, 6)).astype(np.float16), name="w")
+        b = popxl.variable(rng.normal(0, 0.1, (6,)).astype(np.float16), name="b")
+        g = popxl.variable((1 + rng.normal(0, 0.1, (6,))).astype(np.float16), name="g")
+        be = popxl.variable(rng.normal(0, 0.1, (6,)).astype(np.float16), name="be")
+        y = ops.softmax(ops.layer_norm(ops.gelu(x @ w + b), g, be, 1e-5), axis=-1)
+        s = ops.sum(ops.cast(y, popxl.float32), axis=[1])
+        ys = popxl.d2h_stream(y.shape, y.dtype, name="y")
+        ss = popxl.d2h_stream(s.shape, s.dtype, name="s")
+        ops.host_store(ys, y)
+        ops.host_store(ss, s)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path)
+    assert "poplar::HALF" in src and got["y"].dtype == np.float16
+    _close(got, want, "float16", rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(got["s"], 1.0, rtol=3e-3)  # softmax rows sum to one
+
+
+@pytest.mark.slow
 def test_cli_export_poplar_builds_and_runs(tmp_path, capsys):
     script = os.path.join(ROOT, "examples", "user_guide", "repeat_graph_1.py")
     out = tmp_path / "prog"
