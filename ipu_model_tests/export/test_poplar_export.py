@@ -186,6 +186,15 @@ def test_replicated_mlp_emits_gcl_calls(tmp_path):
     assert "connectStreamToCallback(\"images\", r, cb)" in src  # one callback per replica
 
 
+def test_replica_sharded_remote_variable_is_refused(tmp_path):
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buf = popxl.remote_buffer((2,), popxl.float32, entries=1)
+        popxl.remote_replica_sharded_variable(np.ones(4, np.float32), buf, 0, name="w")
+    with pytest.raises(NotImplementedError, match="remote variable 'w' is replica-sharded"):
+        export_poplar(ir, str(tmp_path))
+
+
 def _six_calls_and_repeat(trip: int):
     ir = popxl.Ir()
     with ir.main_graph:

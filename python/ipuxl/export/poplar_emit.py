@@ -386,6 +386,11 @@ class PoplarEmitter:
         for t in self.ir.main_graph._tensors.values():
             if isinstance(t, Variable) and t._remote is not None:
                 rb, entry, _ = t._remote
+                if tuple(rb.tensor_shape) != tuple(t.shape):
+                    raise NotImplementedError(
+                        f"Poplar export: remote variable {t.id!r} is replica-sharded (shape "
+                        f"{tuple(t.shape)}, buffer entries {tuple(rb.tensor_shape)}); sharded "
+                        "remote variables (RTS) are not exported")
                 key = f"remote/{t.id}"
                 self.data[key] = self._value(t)
                 self.remote_vars.append((rb, int(entry), key, t))
