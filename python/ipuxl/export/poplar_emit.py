@@ -366,7 +366,8 @@ class PoplarEmitter:
         # An op without an emission is named before anything else fails on it.
         for g in self.prog.graphs:
             for e in self.prog.entries[g]:
-                if e.kind == "kernel" and e.type not in poplar_ops.KERNELS:
+                typ = e.type
+                if e.kind == "kernel" and typ not in poplar_ops.KERNELS:
                     poplar_ops.emit_kernel(self, e)
         self.lines = []
         # Variables and constants of every graph, created first, as PopART does.

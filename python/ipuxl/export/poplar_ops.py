@@ -216,13 +216,14 @@ def _reduce(em, e):
     rank = len(x_t.shape)
     axes = sorted({int(a) % rank for a in e.attrs["axes"]}) if rank else []
     dims = "{" + ", ".join(f"{a}u" for a in axes) + "}"
-    op = _REDUCE[e.type]
+    typ = e.type
+    op = _REDUCE[typ]
     x = em.t(x_t)
     expr = (f"popops::reduce(graph, {x}, {_ptype(out.dtype)}, {dims}, "
             f"popops::ReduceParams(popops::Operation::{op}), prog, {_dbg(e)})"
             f".reshape({_shape(out.shape)})")
     ref = em.define(out, expr)
-    if e.type == "ReduceMean":
+    if typ == "ReduceMean":
         n = int(np.prod([x_t.shape[a] for a in axes], dtype=np.int64)) if axes else 1
         em.line(f"popops::mulInPlace(graph, {ref}, {float(np.float32(1.0 / n)).hex()}f, prog, "
                 f"{_dbg(e)});")
@@ -390,7 +391,8 @@ def _sum(em, e):
 def _nll_softmax_grad(em, e):
     """NlllWithSoftmaxGradDirect: one generated vertex (popnn's calcLoss
     takes one-hot expected values and has no ignore index or reduction)."""
-    nll = e.type == "Nll"
+    typ = e.type
+    nll = typ == "Nll"
     probs, labels = e.inputs[0], e.inputs[1]
     lg = None if nll else e.inputs[2]
     loss = e.outputs[0]
@@ -431,7 +433,8 @@ def _dynamic_slice(em, e):
     dims = "{" + ", ".join(f"{int(d)}u" for d in a["axes"]) + "}"
     sizes = "{" + ", ".join(f"{int(s)}u" for s in a["sizes"]) + "}"
     off_u = f"popops::cast(graph, {em.t(off)}, poplar::UNSIGNED_INT, prog, {_dbg(e)}).flatten()"
-    if e.type == "DynamicSlice":
+    typ = e.type
+    if typ == "DynamicSlice":
         em.define(e.outputs[0], f"popops::dynamicSlice(graph, {em.t(x)}, {off_u}, {dims}, {sizes}, "
                                 f"prog, {_dbg(e)})")
         return
@@ -498,7 +501,8 @@ KERNELS = {
 
 
 def emit_kernel(em, e) -> None:
-    fn = KERNELS.get(e.type)
+    typ = e.type  # the per-op emission table (one entry per op type, as onnx_export's)
+    fn = KERNELS.get(typ)
     if fn is None:
         raise NotImplementedError(
             f"Poplar export: op {e.type} ({e.name!r}) has no Poplar emission (supported: "
