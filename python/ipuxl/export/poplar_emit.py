@@ -414,7 +414,6 @@ class PoplarEmitter:
                                     .reshape(t.shape))
 
     def _assemble(self, decl_lines, main_lines, weights, with_main) -> Dict[str, str]:
-        R = self.replicas
         stream_lines, stream_meta = [], []
         for s, var in sorted(self.streams.items(), key=lambda kv: int(kv[1][1:])):
             h2d = s._direction == "h2d"
