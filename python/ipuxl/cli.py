@@ -18,10 +18,11 @@ the script stops at its first run. ``ipuxl profile
 --compare a.json b.json`` compares two profiles (a table, and
 ``compare.html``).
 
-``ipuxl export popart-ir|onnx script.py [args...] --out FILE`` runs it the
-same way and exports the Ir of its main Session (the one that ran most, or
-``--session N``): PopART's IR JSON dump, or an ONNX opset 11 model of the
-inference program (see :mod:`ipuxl.export`).
+``ipuxl export popart-ir|onnx|poplar script.py [args...] --out FILE`` runs it
+the same way and exports the Ir of its main Session (the one that ran most,
+or ``--session N``): PopART's IR JSON dump, an ONNX opset 11 model of the
+inference program, or (``poplar``, ``--out DIR``) a standalone Poplar C++
+program with its Makefile and weights (see :mod:`ipuxl.export`).
 
 ``ipuxl poprun --num-instances N --num-replicas R [--mpi-args ARGS]
 script.py [args...]`` runs it as N instances (processes) of R/N replicas
@@ -241,14 +242,23 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("script", nargs="?", help="the PopXL script to run and profile")
     pr.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     ex = sub.add_parser(
-        "export", help="export a PopXL script's program: PopART IR JSON or ONNX",
+        "export", help="export a PopXL script's program: PopART IR JSON, ONNX or Poplar C++",
         description="Runs SCRIPT with ARGS on ipuxl and exports the Ir of its main Session "
                     "(the one that ran most): popart-ir writes PopART's IR JSON dump "
                     "(POPART_IR_DUMP), onnx an ONNX opset 11 model of the inference program "
-                    "with the variables' values when the script ended.")
-    ex.add_argument("format", choices=("popart-ir", "onnx"), help="what to write")
+                    "with the variables' values when the script ended, poplar a directory "
+                    "with a standalone Poplar C++ program (program.cpp, program.hpp, "
+                    "codelets.cpp if needed, Makefile, CMakeLists.txt, weights.npz with the "
+                    "variables' values when the script ended): build it with `eval \"$(ipuxl "
+                    "poplar-env)\"; make -C DIR` and run `DIR/program --inputs in.npz "
+                    "--outputs out.npz` (docs/export.md).")
+    ex.add_argument("format", choices=("popart-ir", "onnx", "poplar"), help="what to write")
     ex.add_argument("--out", default=None, metavar="FILE",
-                    help="the file to write; may also come last, after the script's arguments")
+                    help="the file (poplar: the directory) to write; may also come last, after "
+                         "the script's arguments")
+    ex.add_argument("--no-main", action="store_true",
+                    help="poplar: leave main() out of program.cpp (build the programs from your "
+                         "own host code through buildPrograms() in program.hpp)")
     ex.add_argument("--session", type=int, default=None, metavar="N",
                     help="the Session to export (1 = the first the script creates)")
     ex.add_argument("script", help="the PopXL script to run")

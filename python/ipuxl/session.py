@@ -327,6 +327,18 @@ class Session:
         self._profile.runs = int(self._engine.runs) if self._engine is not None else 0
         return self._profile
 
+    def export_poplar(self, out_dir: str, main: bool = True) -> dict:
+        """Writes this session's program as a standalone Poplar C++ program
+        into ``out_dir`` (:func:`ipuxl.export.export_poplar`): the faithful
+        program with the IPU model's tile mappings of :meth:`profile`, and
+        the variables' current values as ``weights.npz``. ``main=False``
+        leaves ``main()`` out. Returns the export's summary."""
+        from .export.poplar_emit import export_poplar
+
+        variables = list(self._ir.main_graph.variables)
+        weights = self.get_tensors_data(variables) if variables else {}
+        return export_poplar(self._ir, out_dir, weights=weights, profile=self.profile(), main=main)
+
     # ---- context management
     @_exclusive
     def __enter__(self) -> "Session":

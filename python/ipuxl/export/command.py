@@ -1,15 +1,16 @@
 """``ipuxl export FORMAT script.py [args...] --out FILE``: runs a PopXL script
 as ``ipuxl run`` does, captures the Sessions it creates (as ``ipuxl profile``
 does) and exports the main one's Ir: ``popart-ir`` (PopART's IR JSON dump)
-or ``onnx`` (an ONNX opset 11 model of the inference program, with the
-variables' values when the script ended).
+``onnx`` (an ONNX opset 11 model of the inference program, with the
+variables' values when the script ended) or ``poplar`` (a directory with
+a standalone Poplar C++ program and those values, :mod:`.poplar_emit`).
 """
 import json
 import sys
 
 __all__ = ["FORMATS", "split_out", "run_export"]
 
-FORMATS = ("popart-ir", "onnx")
+FORMATS = ("popart-ir", "onnx", "poplar")
 
 
 def split_out(out, args):
@@ -22,10 +23,23 @@ def split_out(out, args):
     return out, args
 
 
-def _write(fmt: str, captured, path: str) -> None:
+def _write(fmt: str, captured, path: str, no_main: bool = False) -> None:
     from . import onnx_model, popart_ir, unmapped_op_types
 
     ir = captured.ir
+    if fmt == "poplar":
+        from .poplar_emit import export_poplar
+
+        session = captured.session
+        variables = [v for v in ir.main_graph.variables]
+        weights = session.get_tensors_data(variables) if variables else {}
+        summary = export_poplar(ir, path, weights=weights, profile=captured.profile,
+                                main=not no_main)
+        print(f"ipuxl export poplar: {summary['functions']} Function(s), {summary['calls']} "
+              f"call site(s), {summary['repeats']} Repeat(s); {summary['model_mapped']} tensors "
+              f"mapped as the IPU model maps them, {len(summary['linear_mapped'])} linearly",
+              file=sys.stderr)
+        return
     if fmt == "popart-ir":
         with open(path, "w") as f:
             json.dump(popart_ir(ir), f, indent=1)
@@ -49,6 +63,10 @@ def run_export(ns, run_script) -> int:
     from .. import settings
 
     out, args = split_out(ns.out, ns.args)
+    no_main = bool(getattr(ns, "no_main", False))
+    if args and args[-1] == "--no-main" and ns.format == "poplar":
+        no_main, args = True, args[:-1]
+        out, args = split_out(out, args)
     if out is None:
         print("ipuxl export: give --out FILE", file=sys.stderr)
         return 2
@@ -72,7 +90,7 @@ def run_export(ns, run_script) -> int:
         runs = [c.finish().runs for c in captured]
         main = runs.index(max(runs))
     try:
-        _write(ns.format, captured[main], out)
+        _write(ns.format, captured[main], out, no_main)
     except (NotImplementedError, ImportError) as e:
         hint = ""
         if len(captured) > 1 and ns.session is None:
