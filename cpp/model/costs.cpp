@@ -56,6 +56,8 @@ void Model::cost_op(int op_id, const OpRecord& op) {
       return;
     }
     case OpKind::HostLoad:
+      if (defer_source(op_id, op)) return;
+      [[fallthrough]];
     case OpKind::HostStore: {
       int t = op.kind == OpKind::HostLoad ? op.out[0] : op.in[0];
       ensure_linear(t);
@@ -63,6 +65,8 @@ void Model::cost_op(int op_id, const OpRecord& op) {
       return;
     }
     case OpKind::RemoteLoad:
+      if (defer_source(op_id, op)) return;
+      return cost_remote(op, c);
     case OpKind::RemoteStore:
       return cost_remote(op, c);
     case OpKind::Collective:
@@ -100,9 +104,13 @@ void Model::cost_op(int op_id, const OpRecord& op) {
     case CostClass::Scatter: return cost_scatter(op, c);
     case CostClass::View:
       if (!op.aliases.empty()) return cost_view(op, c);
+      if (op.in.size() > 1 && op.out.size() == 1) return cost_multi_view(op, c);
       return cost_copy_op(op, c, false);
-    case CostClass::Copy: return cost_copy_op(op, c, true);
-    case CostClass::Rearrange: return cost_copy_op(op, c, false);
+    // PopART's out-of-place views (ReshapeOpx, SliceOpx, TransposeOpx,
+    // ConcatOpx) are cloneNcopy of the view: the clone keeps the tiles of
+    // every element, so the copy is on tile.
+    case CostClass::Copy:
+    case CostClass::Rearrange: return cost_copy_op(op, c, true);
     case CostClass::Fill: return cost_fill(op, c);
     case CostClass::Print: return cost_print(op, c);
     case CostClass::CodeLoad: return cost_code_load(op, c);
@@ -122,8 +130,67 @@ void Model::cost_view(const OpRecord& op, OpCost& c) {
   c.tiles.count = 0;  // no program: a view of the input's storage
 }
 
+// Deferred sources: the tensor keeps no layout until a consumer gives it
+// one; a source whose tensor is already laid out (an in-place load into a
+// mapped tensor) is costed at once.
+bool Model::defer_source(int op_id, const OpRecord& op) {
+  if (op.out.empty() || op.out[0] < 0 || mapped(op.out[0])) return false;
+  deferred_.push_back(op_id);
+  return true;
+}
+
+void Model::finish_deferred() {
+  for (int op_id : deferred_) {
+    const auto& op = d_.ops[op_id];
+    OpCost& c = cost_[op_id];
+    if (op.kind == OpKind::RemoteLoad) {
+      cost_remote(op, c);
+      continue;
+    }
+    ensure_linear(op.out[0]);
+    c.tiles = mapping(op.out[0]);
+  }
+  deferred_.clear();
+}
+
+TileMap Model::part_map(const TileMap& m, int64_t in_nelms, int64_t out_nelms, int64_t in_es,
+                        int64_t out_es) {
+  if (in_nelms <= 0 || m.count <= 0) return spread(m, 1, out_nelms, out_es);
+  const int64_t tiles = std::max<int64_t>(1, ceil_div((int64_t)m.count * out_nelms, in_nelms));
+  (void)in_es;
+  return spread(m, std::min<int64_t>(tiles, m.set_size), out_nelms, out_es);
+}
+
+TileMap Model::joined_map(const std::vector<int>& ts, int64_t nelms, int64_t es) {
+  TileMap base;
+  int64_t tiles = 0;
+  bool first = true;
+  for (int t : ts) {
+    if (t < 0) continue;
+    ensure_linear(t);
+    const TileMap& m = mapping(t);
+    if (m.count <= 0) continue;
+    if (first) base = m, first = false;
+    tiles += m.count;
+  }
+  if (first) return TileMap{};
+  return spread(base, std::min<int64_t>(std::max<int64_t>(1, tiles), base.set_size), nelms, es);
+}
+
+void Model::cost_multi_view(const OpRecord& op, OpCost& c) {
+  const int out = op.out[0];
+  const auto& te = d_.tensors[out];
+  const int r = al_.root[out];
+  view_parts_[r] = op.in;
+  if (!mapped(out)) set_map(out, joined_map(op.in, te.nelms(), (int64_t)dtype_size(te.dtype)));
+  c.tiles = mapping(out);
+  c.tiles.count = 0;  // no program: a view of its parts
+}
+
 void Model::cost_elementwise(const OpRecord& op, OpCost& c, bool random) {
-  for (int t : op.in) ensure_linear(t);
+  // Inputs nobody laid out yet (a variable, a stream's tensor) are left to
+  // output_like_input: they take the output's layout (PopART unwinds
+  // through elementwise ops), so they are not exchanged.
   int out = !op.out.empty() ? op.out[0] : (!op.in.empty() && op.in[0] >= 0 ? op.in[0] : -1);
   if (out < 0) {
     c.tiles = tile_set(op.placement);
@@ -284,10 +351,31 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
 void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
   for (int t : op.in) ensure_linear(t);
   int64_t out_bytes = 0;
+  int64_t offset = 0;  // elements of the input before this output (a split's parts)
   for (int t : op.out) {
-    if (keeps) output_like_input(op, t);
-    else ensure_linear_at(t, op.placement);
-    out_bytes += (int64_t)d_.tensors[t].nbytes();
+    const auto& te = d_.tensors[t];
+    const int64_t es = (int64_t)dtype_size(te.dtype);
+    if (!keeps) ensure_linear_at(t, op.placement);
+    else if (op.in.size() > 1) {
+      // A concatenation: the clone of the parts' view.
+      if (!mapped(t)) set_map(t, joined_map(op.in, te.nelms(), es));
+    } else if (!op.in.empty() && op.in[0] >= 0 && d_.tensors[op.in[0]].nelms() != te.nelms()) {
+      // A slice or split part: the tiles holding that part of the input.
+      const auto& ti = d_.tensors[op.in[0]];
+      if (!mapped(t)) {
+        TileMap m = mapping(op.in[0]);
+        if (op.out.size() > 1 && ti.nelms() > 0 && m.count > 0) {
+          const int64_t skip = (int64_t)m.count * offset / ti.nelms();
+          m.first = (int)((m.first + skip) % m.set_size);
+          m.count = (int)std::max<int64_t>(1, m.count - skip);
+        }
+        set_map(t, part_map(m, ti.nelms() - offset, te.nelms(), (int64_t)dtype_size(ti.dtype), es));
+      }
+      offset += te.nelms();
+    } else {
+      output_like_input(op, t);
+    }
+    out_bytes += (int64_t)te.nbytes();
   }
   if (op.out.empty() || op.in.empty() || op.in[0] < 0) {
     c.tiles = tile_set(op.placement);
@@ -298,6 +386,14 @@ void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
   const TileMap& dst = mapping(op.out[0]);
   c.tiles = dst;
   CopyCost cc = copy_cost(src, dst, out_bytes);
+  if (keeps && !cc.on_tile && src.ipu == dst.ipu && src.set_begin == dst.set_begin &&
+      src.first == dst.first && out_bytes > 0) {
+    // A clone of (part of) the input's tiles: every element is copied on
+    // the tile that holds it.
+    cc = CopyCost{};
+    cc.on_tile = true;
+    cc.compute = t_.supervisor_cycles + ceil_div(dst.max_tile(), t_.memcpy_bytes_per_cycle);
+  }
   c.compute = cc.compute;
   c.exchange = cc.exchange;
   c.copy_desc = cc.on_tile ? t_.copy_descriptor : 0;
