@@ -250,15 +250,22 @@ void Model::cost_reduce(const OpRecord& op, OpCost& c) {
   const int64_t partials_t = std::min(out_n, n_in_t);  // per input tile
   if (im.count > 1 && partials_t < ti.nelms()) {
     const int64_t total = partials_t * im.count;
-    const int64_t recv_t = om.count ? ceil_div(total, om.count) * 4 : 0;
+    // The second stage reduces each output element's partials on one
+    // tile, the outputs spread over up to the input's tiles (popops'
+    // intermediate stage), not all gathered on the output's few tiles.
+    const int64_t stage_tiles =
+        std::max<int64_t>(1, std::min<int64_t>(im.count, std::max<int64_t>(om.count, out_n)));
+    const int64_t recv_t = ceil_div(total, stage_tiles) * 4;
     Xch x = exchange_in(im, om.ipu, std::max(recv_t, partials_t * 4), total * 4);
     c.exchange += x.cycles;
     c.xcode += x.code + t_.xc_region * std::min<int64_t>(im.count, 64);
-    c.compute += ew_cycles(ceil_div(total, std::max(1, om.count)), 4, 20, 2, 0);
+    c.compute += ew_cycles(ceil_div(total, stage_tiles), 4, 20, 2, 0);
     c.vtypes.push_back(vtype("popops::ReducePartials<" + bt + ",float>", 400));
     c.state += 24;
     c.programs += 2;
-    c.temp += partials_t * 4 + recv_t;
+    // Each input tile holds its partials; the received ones are on the
+    // second stage's tiles (their total spread here over the op's tiles).
+    c.temp += partials_t * 4 + ceil_div(recv_t * stage_tiles, std::max(1, c.tiles.count));
   }
 }
 
@@ -329,8 +336,40 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   TileMap m = output_like_input(op, op.out[0]);
   c.tiles = m;
   int64_t upd_bytes = 0;
-  for (size_t i = 1; i < op.in.size(); ++i)
-    if (op.in[i] >= 0) upd_bytes = std::max<int64_t>(upd_bytes, (int64_t)d_.tensors[op.in[i]].nbytes());
+  int upd = -1;
+  int64_t upd_n = 0;  // the updates: the largest input that is not the table
+  for (size_t i = 0; i < op.in.size(); ++i)
+    if (op.in[i] >= 0 && d_.tensors[op.in[i]].nelms() > upd_n &&
+        (i > 0 || d_.tensors[op.in[i]].nelms() != d_.tensors[op.out[0]].nelms()))
+      upd_n = d_.tensors[op.in[i]].nelms(), upd = op.in[i];
+  if (upd >= 0) upd_bytes = (int64_t)d_.tensors[upd].nbytes();
+  if (upd >= 0 && upd_bytes > 2 * m.total() && mapping(upd).count > 2 * m.count) {
+    // Many updates into a small table (a scatter-reduce's gradient of an
+    // embedding or bias): popops' multiUpdateAdd plan leaves the updates
+    // on their tiles, each adds its updates into a partial table, and the
+    // partials are reduced onto the table's tiles (a reduction's second
+    // stage, spread over the update tiles).
+    const TileMap& um = mapping(upd);
+    const int64_t es = (int64_t)dtype_size(d_.tensors[op.out[0]].dtype);
+    const int64_t part_t = std::min<int64_t>(m.total(), um.max_tile());
+    const int64_t total = part_t * um.count;
+    const int64_t stage =
+        std::max<int64_t>(1, std::min<int64_t>(um.count, std::max<int64_t>(m.count, ceil_div(m.total(), es))));
+    const int64_t recv_t = ceil_div(total, stage);
+    c.tiles = um;
+    Xch x = exchange_in(um, m.ipu, std::max(part_t, recv_t), total);
+    c.exchange += x.cycles;
+    (x.global ? c.gxcode : c.xcode) += x.code + t_.xc_region * 8;
+    c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(um.max_tile(), t_.workers), t_.memcpy_bytes_per_cycle)) +
+                ew_cycles(ceil_div(recv_t, es), es, 20, 2, 0);
+    if (op.aliases.empty()) c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
+    c.vtypes.push_back(vtype(std::string("popops::MultiUpdateAdd<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 600));
+    c.vtypes.push_back(vtype(std::string("popops::ReducePartials<Add,") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 400));
+    c.state = 56;
+    c.programs += 3;
+    c.temp += part_t + ceil_div(recv_t * stage, std::max(1, um.count));
+    return;
+  }
   const int64_t bytes_t = std::min<int64_t>(upd_bytes, std::max<int64_t>(m.max_tile(), ceil_div(upd_bytes, std::max(1, m.count)) * 2));
   const TileMap& src = op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m;
   Xch x = exchange_in(src, m.ipu, bytes_t, upd_bytes);

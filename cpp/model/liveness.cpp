@@ -74,6 +74,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
   switch (n.kind) {
     case NodeKind::Sequence: {
       int site = n.op >= 0 ? n.op : site_op;
+      if (n.op >= 0) site_bound_.clear();
       for (const auto& ch : n.body) flatten(ch, out, site);
       return;
     }
@@ -111,6 +112,13 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       return;
     }
     case NodeKind::Bind: {
+      // Caller tensors used in place of the callee's (no copy): live
+      // while the callee runs.
+      for (const auto& it : n.bind) {
+        if (it.to < 0 || it.group.empty()) continue;
+        auto f = bind_src_.find(al_.root[it.group[0]]);
+        if (f == bind_src_.end() || f->second.size() <= 1) site_bound_.push_back(it.to);
+      }
       auto copies = bound_copies(n);
       if (copies.empty()) return;
       StepRec s;
@@ -133,11 +141,10 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       const int g = low_.functions[n.fn].graph;
       s.inner = {g};
       s.calls = {g};
-      if (site_op >= 0) {
-        const auto& op = d_.ops[site_op];
-        s.touched = op.in;
-        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
-      }
+      // The caller's tensors copied in or out are live at their copy steps
+      // (the callee's peak holds its own parameters); those bound in
+      // place are live for the call.
+      if (site_op >= 0) s.touched = site_bound_;
       s.cycles = t_.call_cycles + gcycles_[g];
       s.own = t_.call_cycles;
       out.push_back(std::move(s));
@@ -153,11 +160,9 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
           s.inner.push_back(low_.functions[ch.fn].graph);
           s.calls.push_back(low_.functions[ch.fn].graph);
         }
-      if (site_op >= 0) {
-        const auto& op = d_.ops[site_op];
-        s.touched = op.in;
-        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
-      }
+      // Carried inputs are copied in before the loop and the outputs out
+      // after it: only what is bound in place is live during the loop.
+      if (site_op >= 0) s.touched = site_bound_;
       s.cycles = n.count * (t_.loop_cycles + seq_cycles(body));
       s.own = n.count * (t_.loop_cycles + seq_cycles(body, false));
       out.push_back(std::move(s));

@@ -351,6 +351,7 @@ class Model {
   std::vector<std::vector<int>> view_parts_;         // multi-input view root -> its parts
   std::vector<int> deferred_;                        // source ops costed after their graph
   std::vector<std::vector<PeakEntry>> peak_list_;    // per graph: live at its peak step
+  std::vector<int> site_bound_;                      // flatten: caller tensors bound at this site
 };
 
 }  // namespace model
