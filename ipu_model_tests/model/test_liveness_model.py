@@ -222,3 +222,42 @@ def test_a_repeat_step_holds_its_body_not_the_callers_copies():
         # the copy in, x and y at the copy out.
         assert max(p.steps["live_bytes"]) <= 2 * whole + whole // 64
         assert p.fits
+
+
+def small_outputs_in_a_repeat():
+    """What refused T5's fine-tuning: inside a repeated backward block, a
+    bias gradient (sum over rows of [1024, 64]) and a relative-position
+    bias gradient (a scatter-reduce of [512, 512] values into 32 buckets).
+    Both outputs fit on one tile; their inputs span the IPU."""
+    ir = popxl.Ir()
+    rng = np.random.default_rng(0)
+    with ir.main_graph:
+        g = ops.host_load(popxl.h2d_stream((1024, 64), popxl.float32, name="g"))
+        v = ops.host_load(popxl.h2d_stream((512, 512), popxl.float32, name="v"))
+        idx = popxl.constant(rng.integers(0, 32, (512, 512)).astype(np.int32), name="buckets")
+
+        def body(acc, g, v, idx):
+            db = ops.sum(ops.gelu(g), axis=0)
+            dt = ops.scatter_reduce(ops.gelu(v), idx, "sum", axis=0, axis_size=32)
+            return acc + ops.sum(db) + ops.sum(dt)
+
+        acc = popxl.constant(0.0, popxl.float32, name="acc")
+        bg = ir.create_graph(body, acc, g, v, idx)
+        (s,) = ops.repeat(bg, 4, acc, inputs_dict={bg.inputs[1]: g, bg.inputs[2]: v,
+                                                  bg.inputs[3]: idx})
+        ops.host_store(popxl.d2h_stream(s.shape, s.dtype, name="s"), s)
+    return ir
+
+
+def test_reductions_to_small_outputs_spread_their_partials():
+    p = profile_ir(small_outputs_in_a_repeat(), "ipu2")
+    assert p.fits
+    # The largest tensors of the body are v and gelu(v) (1 MiB each) and
+    # the reductions' partials are at most one partial per input element
+    # (4 B each, fp32), spread over the tiles: no tile holds more than a
+    # few times its share of them.
+    tensors = 2 * _nbytes((512, 512), 4) + 2 * _nbytes((1024, 64), 4)
+    partials = 4 * (512 * 512 + 1024 * 64)
+    share = (tensors + 2 * partials) / 1472
+    assert max(p.steps["max_tile_live"]) <= 8 * share
+    assert max(p.steps["live_bytes"]) <= 4 * (tensors + partials)
