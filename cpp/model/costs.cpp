@@ -384,9 +384,11 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   c.temp += bytes_t;
 }
 
-// Data movement: reshape/identity keep the layout (an on-tile copy);
-// transpose, slice, concat and split produce a new linear layout and
-// exchange the data.
+// Data movement: PopART's cloneNcopy. `keeps`: the output clones the
+// input's tiles (identity and reshape: the same layout; a slice or a
+// split's part: the tiles holding it; a concatenation: its parts'
+// tiles) and the copy is on tile. Otherwise (a view op Poplar cannot
+// alias) a new linear layout, exchanged.
 void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
   for (int t : op.in) ensure_linear(t);
   int64_t out_bytes = 0;

@@ -216,9 +216,10 @@ class Model {
   // popops::multiUpdate / dynamicUpdate: updates exchanged to the tiles of
   // the updated tensor, then written in place.
   void cost_scatter(const OpRecord& op, OpCost& c);
-  // Data movement: Copy (identity, reshape) keeps the layout (an on-tile
-  // copy: keeps); Rearrange (transpose, slice, concat, split) produces a new
-  // linear layout and exchanges the data.
+  // Data movement as PopART's cloneNcopy (costs.cpp): with `keeps` the
+  // output clones the input's tiles (a slice: the tiles holding it, a
+  // concatenation: its parts') and the copy is on tile; otherwise a new
+  // linear layout, exchanged.
   void cost_copy_op(const OpRecord& op, OpCost& c, bool keeps);
   // Sources without a producer in their graph (a host_load's or a
   // remote_load's output) are laid out by their first consumer (PopART
