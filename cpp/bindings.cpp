@@ -227,6 +227,17 @@ py::dict model_report(const ProgramDesc& d, const model::Report& r) {
   steps["live_bytes"] = to_array(slive);
   steps["max_tile_live"] = to_array(smax);
   out["steps"] = steps;
+  py::list pk;
+  for (const auto& e : r.peak_live) {
+    py::dict x;
+    x["tensor"] = e.tensor >= 0 ? py::object(py::str(d.tensors[e.tensor].name)) : py::object(py::none());
+    x["shape"] = e.tensor >= 0 ? py::object(py::tuple(py::cast(d.tensors[e.tensor].shape))) : py::object(py::none());
+    x["op"] = e.op >= 0 ? py::object(py::str(d.ops[e.op].name)) : py::object(py::none());
+    x["graph"] = d.graphs[e.graph].name;
+    x["bytes"] = e.bytes;
+    pk.append(x);
+  }
+  out["peak_live"] = pk;
   py::list tname, tgraph;
   std::vector<int64_t> tbytes, tipu, tfirst, ttiles, tper;
   std::vector<uint8_t> tal;

@@ -74,9 +74,11 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
           else if (nw == 2) wc = half ? 33 : 44;
           else wc = half ? 29 : 33;
           p.compute = 50 + passes * (t_.workers * wc + wload + 15);
-          // A piece laid out by the plan is on one tile of its row: the
-          // other pn - 1 tiles of the row receive it like B's pieces below.
-          p.a_t = a_resident && pn == 1 ? 0 : ceil_div(g * m * k * es, a_reuse);
+          // A created by the plan lives on the tiles of one column group:
+          // the other column groups still receive their copy of it, as B
+          // created by the plan is received by all but one row group.
+          const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
+          p.a_t = a_resident && pn == 1 ? 0 : a_resident_t;
           p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
           p.b_t = b_resident && pm == 1 ? 0 : p.b_resident_t;
           p.exch_in = t_.sync_internal_cycles +
@@ -92,7 +94,9 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
                          ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle);
             p.reduce = ew_cycles(e_t * pk, 4, 20, 2, 0);
           }
-          const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t + (b_resident ? p.b_resident_t : 0));
+          const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t +
+                                      (b_resident ? p.b_resident_t : 0) +
+                                      (a_resident ? a_resident_t : 0));
           if (mem <= budget) {
             if (!have || p.cycles() < best.cycles() ||
                 (p.cycles() == best.cycles() && used < best.tiles())) {

@@ -56,6 +56,8 @@ void Model::cost_op(int op_id, const OpRecord& op) {
       return;
     }
     case OpKind::HostLoad:
+      if (defer_source(op_id, op)) return;
+      [[fallthrough]];
     case OpKind::HostStore: {
       int t = op.kind == OpKind::HostLoad ? op.out[0] : op.in[0];
       ensure_linear(t);
@@ -63,6 +65,8 @@ void Model::cost_op(int op_id, const OpRecord& op) {
       return;
     }
     case OpKind::RemoteLoad:
+      if (defer_source(op_id, op)) return;
+      return cost_remote(op, c);
     case OpKind::RemoteStore:
       return cost_remote(op, c);
     case OpKind::Collective:
@@ -100,9 +104,13 @@ void Model::cost_op(int op_id, const OpRecord& op) {
     case CostClass::Scatter: return cost_scatter(op, c);
     case CostClass::View:
       if (!op.aliases.empty()) return cost_view(op, c);
+      if (op.in.size() > 1 && op.out.size() == 1) return cost_multi_view(op, c);
       return cost_copy_op(op, c, false);
-    case CostClass::Copy: return cost_copy_op(op, c, true);
-    case CostClass::Rearrange: return cost_copy_op(op, c, false);
+    // PopART's out-of-place views (ReshapeOpx, SliceOpx, TransposeOpx,
+    // ConcatOpx) are cloneNcopy of the view: the clone keeps the tiles of
+    // every element, so the copy is on tile.
+    case CostClass::Copy:
+    case CostClass::Rearrange: return cost_copy_op(op, c, true);
     case CostClass::Fill: return cost_fill(op, c);
     case CostClass::Print: return cost_print(op, c);
     case CostClass::CodeLoad: return cost_code_load(op, c);
@@ -122,8 +130,67 @@ void Model::cost_view(const OpRecord& op, OpCost& c) {
   c.tiles.count = 0;  // no program: a view of the input's storage
 }
 
+// Deferred sources: the tensor keeps no layout until a consumer gives it
+// one; a source whose tensor is already laid out (an in-place load into a
+// mapped tensor) is costed at once.
+bool Model::defer_source(int op_id, const OpRecord& op) {
+  if (op.out.empty() || op.out[0] < 0 || mapped(op.out[0])) return false;
+  deferred_.push_back(op_id);
+  return true;
+}
+
+void Model::finish_deferred() {
+  for (int op_id : deferred_) {
+    const auto& op = d_.ops[op_id];
+    OpCost& c = cost_[op_id];
+    if (op.kind == OpKind::RemoteLoad) {
+      cost_remote(op, c);
+      continue;
+    }
+    ensure_linear(op.out[0]);
+    c.tiles = mapping(op.out[0]);
+  }
+  deferred_.clear();
+}
+
+TileMap Model::part_map(const TileMap& m, int64_t in_nelms, int64_t out_nelms, int64_t in_es,
+                        int64_t out_es) {
+  if (in_nelms <= 0 || m.count <= 0) return spread(m, 1, out_nelms, out_es);
+  const int64_t tiles = std::max<int64_t>(1, ceil_div((int64_t)m.count * out_nelms, in_nelms));
+  (void)in_es;
+  return spread(m, std::min<int64_t>(tiles, m.set_size), out_nelms, out_es);
+}
+
+TileMap Model::joined_map(const std::vector<int>& ts, int64_t nelms, int64_t es) {
+  TileMap base;
+  int64_t tiles = 0;
+  bool first = true;
+  for (int t : ts) {
+    if (t < 0) continue;
+    ensure_linear(t);
+    const TileMap& m = mapping(t);
+    if (m.count <= 0) continue;
+    if (first) base = m, first = false;
+    tiles += m.count;
+  }
+  if (first) return TileMap{};
+  return spread(base, std::min<int64_t>(std::max<int64_t>(1, tiles), base.set_size), nelms, es);
+}
+
+void Model::cost_multi_view(const OpRecord& op, OpCost& c) {
+  const int out = op.out[0];
+  const auto& te = d_.tensors[out];
+  const int r = al_.root[out];
+  view_parts_[r] = op.in;
+  if (!mapped(out)) set_map(out, joined_map(op.in, te.nelms(), (int64_t)dtype_size(te.dtype)));
+  c.tiles = mapping(out);
+  c.tiles.count = 0;  // no program: a view of its parts
+}
+
 void Model::cost_elementwise(const OpRecord& op, OpCost& c, bool random) {
-  for (int t : op.in) ensure_linear(t);
+  // Inputs nobody laid out yet (a variable, a stream's tensor) are left to
+  // output_like_input: they take the output's layout (PopART unwinds
+  // through elementwise ops), so they are not exchanged.
   int out = !op.out.empty() ? op.out[0] : (!op.in.empty() && op.in[0] >= 0 ? op.in[0] : -1);
   if (out < 0) {
     c.tiles = tile_set(op.placement);
@@ -183,15 +250,22 @@ void Model::cost_reduce(const OpRecord& op, OpCost& c) {
   const int64_t partials_t = std::min(out_n, n_in_t);  // per input tile
   if (im.count > 1 && partials_t < ti.nelms()) {
     const int64_t total = partials_t * im.count;
-    const int64_t recv_t = om.count ? ceil_div(total, om.count) * 4 : 0;
+    // The second stage reduces each output element's partials on one
+    // tile, the outputs spread over up to the input's tiles (popops'
+    // intermediate stage), not all gathered on the output's few tiles.
+    const int64_t stage_tiles =
+        std::max<int64_t>(1, std::min<int64_t>(im.count, std::max<int64_t>(om.count, out_n)));
+    const int64_t recv_t = ceil_div(total, stage_tiles) * 4;
     Xch x = exchange_in(im, om.ipu, std::max(recv_t, partials_t * 4), total * 4);
     c.exchange += x.cycles;
     c.xcode += x.code + t_.xc_region * std::min<int64_t>(im.count, 64);
-    c.compute += ew_cycles(ceil_div(total, std::max(1, om.count)), 4, 20, 2, 0);
+    c.compute += ew_cycles(ceil_div(total, stage_tiles), 4, 20, 2, 0);
     c.vtypes.push_back(vtype("popops::ReducePartials<" + bt + ",float>", 400));
     c.state += 24;
     c.programs += 2;
-    c.temp += partials_t * 4 + recv_t;
+    // Each input tile holds its partials; the received ones are on the
+    // second stage's tiles (their total spread here over the op's tiles).
+    c.temp += partials_t * 4 + ceil_div(recv_t * stage_tiles, std::max(1, c.tiles.count));
   }
 }
 
@@ -262,8 +336,40 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   TileMap m = output_like_input(op, op.out[0]);
   c.tiles = m;
   int64_t upd_bytes = 0;
-  for (size_t i = 1; i < op.in.size(); ++i)
-    if (op.in[i] >= 0) upd_bytes = std::max<int64_t>(upd_bytes, (int64_t)d_.tensors[op.in[i]].nbytes());
+  int upd = -1;
+  int64_t upd_n = 0;  // the updates: the largest input that is not the table
+  for (size_t i = 0; i < op.in.size(); ++i)
+    if (op.in[i] >= 0 && d_.tensors[op.in[i]].nelms() > upd_n &&
+        (i > 0 || d_.tensors[op.in[i]].nelms() != d_.tensors[op.out[0]].nelms()))
+      upd_n = d_.tensors[op.in[i]].nelms(), upd = op.in[i];
+  if (upd >= 0) upd_bytes = (int64_t)d_.tensors[upd].nbytes();
+  if (upd >= 0 && upd_bytes > 2 * m.total() && mapping(upd).count > 2 * m.count) {
+    // Many updates into a small table (a scatter-reduce's gradient of an
+    // embedding or bias): popops' multiUpdateAdd plan leaves the updates
+    // on their tiles, each adds its updates into a partial table, and the
+    // partials are reduced onto the table's tiles (a reduction's second
+    // stage, spread over the update tiles).
+    const TileMap& um = mapping(upd);
+    const int64_t es = (int64_t)dtype_size(d_.tensors[op.out[0]].dtype);
+    const int64_t part_t = std::min<int64_t>(m.total(), um.max_tile());
+    const int64_t total = part_t * um.count;
+    const int64_t stage =
+        std::max<int64_t>(1, std::min<int64_t>(um.count, std::max<int64_t>(m.count, ceil_div(m.total(), es))));
+    const int64_t recv_t = ceil_div(total, stage);
+    c.tiles = um;
+    Xch x = exchange_in(um, m.ipu, std::max(part_t, recv_t), total);
+    c.exchange += x.cycles;
+    (x.global ? c.gxcode : c.xcode) += x.code + t_.xc_region * 8;
+    c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(um.max_tile(), t_.workers), t_.memcpy_bytes_per_cycle)) +
+                ew_cycles(ceil_div(recv_t, es), es, 20, 2, 0);
+    if (op.aliases.empty()) c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
+    c.vtypes.push_back(vtype(std::string("popops::MultiUpdateAdd<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 600));
+    c.vtypes.push_back(vtype(std::string("popops::ReducePartials<Add,") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 400));
+    c.state = 56;
+    c.programs += 3;
+    c.temp += part_t + ceil_div(recv_t * stage, std::max(1, um.count));
+    return;
+  }
   const int64_t bytes_t = std::min<int64_t>(upd_bytes, std::max<int64_t>(m.max_tile(), ceil_div(upd_bytes, std::max(1, m.count)) * 2));
   const TileMap& src = op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m;
   Xch x = exchange_in(src, m.ipu, bytes_t, upd_bytes);
@@ -278,16 +384,39 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   c.temp += bytes_t;
 }
 
-// Data movement: reshape/identity keep the layout (an on-tile copy);
-// transpose, slice, concat and split produce a new linear layout and
-// exchange the data.
+// Data movement: PopART's cloneNcopy. `keeps`: the output clones the
+// input's tiles (identity and reshape: the same layout; a slice or a
+// split's part: the tiles holding it; a concatenation: its parts'
+// tiles) and the copy is on tile. Otherwise (a view op Poplar cannot
+// alias) a new linear layout, exchanged.
 void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
   for (int t : op.in) ensure_linear(t);
   int64_t out_bytes = 0;
+  int64_t offset = 0;  // elements of the input before this output (a split's parts)
   for (int t : op.out) {
-    if (keeps) output_like_input(op, t);
-    else ensure_linear_at(t, op.placement);
-    out_bytes += (int64_t)d_.tensors[t].nbytes();
+    const auto& te = d_.tensors[t];
+    const int64_t es = (int64_t)dtype_size(te.dtype);
+    if (!keeps) ensure_linear_at(t, op.placement);
+    else if (op.in.size() > 1) {
+      // A concatenation: the clone of the parts' view.
+      if (!mapped(t)) set_map(t, joined_map(op.in, te.nelms(), es));
+    } else if (!op.in.empty() && op.in[0] >= 0 && d_.tensors[op.in[0]].nelms() != te.nelms()) {
+      // A slice or split part: the tiles holding that part of the input.
+      const auto& ti = d_.tensors[op.in[0]];
+      if (!mapped(t)) {
+        TileMap m = mapping(op.in[0]);
+        if (op.out.size() > 1 && ti.nelms() > 0 && m.count > 0) {
+          const int64_t skip = (int64_t)m.count * offset / ti.nelms();
+          m.first = (int)((m.first + skip) % m.set_size);
+          m.count = (int)std::max<int64_t>(1, m.count - skip);
+        }
+        set_map(t, part_map(m, ti.nelms() - offset, te.nelms(), (int64_t)dtype_size(ti.dtype), es));
+      }
+      offset += te.nelms();
+    } else {
+      output_like_input(op, t);
+    }
+    out_bytes += (int64_t)te.nbytes();
   }
   if (op.out.empty() || op.in.empty() || op.in[0] < 0) {
     c.tiles = tile_set(op.placement);
@@ -298,6 +427,14 @@ void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
   const TileMap& dst = mapping(op.out[0]);
   c.tiles = dst;
   CopyCost cc = copy_cost(src, dst, out_bytes);
+  if (keeps && !cc.on_tile && src.ipu == dst.ipu && src.set_begin == dst.set_begin &&
+      src.first == dst.first && out_bytes > 0) {
+    // A clone of (part of) the input's tiles: every element is copied on
+    // the tile that holds it.
+    cc = CopyCost{};
+    cc.on_tile = true;
+    cc.compute = t_.supervisor_cycles + ceil_div(dst.max_tile(), t_.memcpy_bytes_per_cycle);
+  }
   c.compute = cc.compute;
   c.exchange = cc.exchange;
   c.copy_desc = cc.on_tile ? t_.copy_descriptor : 0;

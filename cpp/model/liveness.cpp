@@ -44,6 +44,20 @@ bool Model::on_io_tiles(const OpRecord& op) const {
   return t_.num_io_tiles > 0 && op.placement.tile_set == TileSet::IO;
 }
 
+void Model::storage_roots(int t, std::vector<int>& out) const {
+  const int r = al_.root[t];
+  if (view_parts_[r].empty()) {
+    out.push_back(r);
+    return;
+  }
+  for (int p : view_parts_[r]) storage_roots(p, out);
+}
+
+bool Model::shares_caller_storage(int root) const {
+  auto f = bind_src_.find(root);
+  return f != bind_src_.end() && f->second.size() == 1 && !copied_roots_.count(root);
+}
+
 // The members of one MultiExchange are consecutive steps: one exchange,
 // so only the first pays the sync.
 void Model::merged_sync(StepRec& s, const OpRecord& op, const std::vector<StepRec>& out) const {
@@ -60,6 +74,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
   switch (n.kind) {
     case NodeKind::Sequence: {
       int site = n.op >= 0 ? n.op : site_op;
+      if (n.op >= 0) site_bound_.clear();
       for (const auto& ch : n.body) flatten(ch, out, site);
       return;
     }
@@ -97,6 +112,13 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       return;
     }
     case NodeKind::Bind: {
+      // Caller tensors used in place of the callee's (no copy): live
+      // while the callee runs.
+      for (const auto& it : n.bind) {
+        if (it.to < 0 || it.group.empty()) continue;
+        auto f = bind_src_.find(al_.root[it.group[0]]);
+        if (f == bind_src_.end() || f->second.size() <= 1) site_bound_.push_back(it.to);
+      }
       auto copies = bound_copies(n);
       if (copies.empty()) return;
       StepRec s;
@@ -119,11 +141,10 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       const int g = low_.functions[n.fn].graph;
       s.inner = {g};
       s.calls = {g};
-      if (site_op >= 0) {
-        const auto& op = d_.ops[site_op];
-        s.touched = op.in;
-        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
-      }
+      // The caller's tensors copied in or out are live at their copy steps
+      // (the callee's peak holds its own parameters); those bound in
+      // place are live for the call.
+      if (site_op >= 0) s.touched = site_bound_;
       s.cycles = t_.call_cycles + gcycles_[g];
       s.own = t_.call_cycles;
       out.push_back(std::move(s));
@@ -139,11 +160,9 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
           s.inner.push_back(low_.functions[ch.fn].graph);
           s.calls.push_back(low_.functions[ch.fn].graph);
         }
-      if (site_op >= 0) {
-        const auto& op = d_.ops[site_op];
-        s.touched = op.in;
-        s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
-      }
+      // Carried inputs are copied in before the loop and the outputs out
+      // after it: only what is bound in place is live during the loop.
+      if (site_op >= 0) s.touched = site_bound_;
       s.cycles = n.count * (t_.loop_cycles + seq_cycles(body));
       s.own = n.count * (t_.loop_cycles + seq_cycles(body, false));
       out.push_back(std::move(s));
@@ -209,6 +228,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
 void Model::liveness_and_cycles() {
   const size_t ng = d_.graphs.size();
   peak_.assign(ng, {});
+  peak_list_.assign(ng, {});
   gcycles_.assign(ng, 0);
   std::vector<double> cur(T_), step(T_);
   for (int g : order_) {
@@ -218,13 +238,18 @@ void Model::liveness_and_cycles() {
     // Births and deaths of this graph's not-always-live storage roots.
     std::unordered_map<int, std::pair<int, int>> span;  // root -> (first, last)
     const int S = (int)steps.size();
+    std::vector<int> rs;
     auto touch = [&](int t, int s) {
       if (t < 0) return;
-      const int r = al_.root[t];
-      if (d_.tensors[r].graph != g || always_live(r)) return;
-      auto it = span.find(r);
-      if (it == span.end()) span.emplace(r, std::make_pair(s, s));
-      else it->second.second = std::max(it->second.second, s);
+      rs.clear();
+      storage_roots(t, rs);
+      for (int r : rs) {
+        if (d_.tensors[r].graph != g || always_live(r)) continue;
+        if (g != main_ && shares_caller_storage(r)) continue;
+        auto it = span.find(r);
+        if (it == span.end()) span.emplace(r, std::make_pair(s, s));
+        else it->second.second = std::max(it->second.second, s);
+      }
     };
     for (int s = 0; s < S; ++s)
       for (int t : steps[s].touched) touch(t, s);
@@ -262,6 +287,9 @@ void Model::liveness_and_cycles() {
     std::fill(cur.begin(), cur.end(), 0.0);
     std::vector<double> peak(T_, 0.0);
     double cur_sum = 0;
+    double best_live = -1;
+    int best_step = -1, best_inner = -1;
+    std::vector<int> best_others;
     int64_t cyc = 0;
     // IO tiles: a lane beside compute. An IO step starts once issued (and
     // the lane is free); a later step touching its tensors waits for it.
@@ -286,24 +314,44 @@ void Model::liveness_and_cycles() {
       }
       // Tensors of other graphs a step touches (a callee's parameters at
       // its call site's copies) are live for the step.
+      std::vector<int> others;  // kept for the peak list
       for (int t : st.touched) {
         if (t < 0) continue;
-        const int r = al_.root[t];
-        if (d_.tensors[r].graph == g || always_live(r)) continue;
-        add_map(step, map_[r], 1.0);
-        extra += (double)map_[r].total();
+        rs.clear();
+        storage_roots(t, rs);
+        for (int r : rs) {
+          if (d_.tensors[r].graph == g || always_live(r) || shares_caller_storage(r)) continue;
+          if (std::find(others.begin(), others.end(), r) != others.end()) continue;
+          others.push_back(r);
+          add_map(step, map_[r], 1.0);
+          extra += (double)map_[r].total();
+        }
       }
+      int big_inner = -1;  // the callee whose peak list the step's stands for
       if (!st.inner.empty()) {
         // One callee runs at a time: the step holds the largest peak per
         // tile (a Repeat's body, or either branch of an If).
         std::vector<double> in(T_, 0.0);
-        for (int cg : st.inner)
-          if (!peak_[cg].empty())
-            for (int t = 0; t < T_; ++t) in[t] = std::max(in[t], (double)peak_[cg][t]);
+        double big = -1;
+        for (int cg : st.inner) {
+          if (peak_[cg].empty()) continue;
+          double sum = 0;
+          for (int t = 0; t < T_; ++t) {
+            in[t] = std::max(in[t], (double)peak_[cg][t]);
+            sum += peak_[cg][t];
+          }
+          if (sum > big) big = sum, big_inner = cg;
+        }
         for (int t = 0; t < T_; ++t) {
           step[t] += in[t];
           extra += in[t];
         }
+      }
+      if (cur_sum + extra > best_live) {
+        best_live = cur_sum + extra;
+        best_step = s;
+        best_others = others;
+        best_inner = big_inner;
       }
       double mx = 0;
       for (int t = 0; t < T_; ++t) {
@@ -354,6 +402,21 @@ void Model::liveness_and_cycles() {
     }
     gcycles_[g] = std::max(cyc, io_free);
     peak_[g].assign(peak.begin(), peak.end());
+    // What is live at the step of most live bytes: this graph's roots
+    // whose span covers it, the other graphs' tensors and temporaries it
+    // touches, and the peak list of the callee it holds.
+    auto& pl = peak_list_[g];
+    if (best_step >= 0) {
+      for (int r : roots)
+        if (span[r].first <= best_step && best_step <= span[r].second)
+          pl.push_back(PeakEntry{r, -1, g, map_[r].total()});
+      for (int r : best_others) pl.push_back(PeakEntry{r, -1, g, map_[r].total()});
+      const StepRec& bs = steps[best_step];
+      if (bs.temp.count > 0 && bs.temp.total() > 0)
+        pl.push_back(PeakEntry{-1, bs.op, g, bs.temp.total()});
+      if (best_inner >= 0)
+        pl.insert(pl.end(), peak_list_[best_inner].begin(), peak_list_[best_inner].end());
+    }
     if (g == main_) main_peak_ = peak;
   }
   r_.total_cycles = gcycles_[main_];

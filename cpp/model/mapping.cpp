@@ -149,6 +149,8 @@ void Model::map_and_cost() {
   cost_.assign(d_.ops.size(), OpCost{});
   pad_map_.assign(d_.remote_buffers.size(), TileMap{});
   pad_mapped_.assign(d_.remote_buffers.size(), 0);
+  view_parts_.assign(n, {});
+  deferred_.clear();
   // Callees first: a Function's parameters take the layout its body's
   // ops give them (PopART: subgraph inputs are created by their
   // consumers), and callers' tensors unwind through the call.
@@ -157,6 +159,7 @@ void Model::map_and_cost() {
       const auto& op = d_.ops[op_id];
       cost_op(op_id, op);
     }
+    finish_deferred();
     for (int t : d_.graphs[g].inputs) ensure_linear(t);
     for (int t : d_.graphs[g].outputs) ensure_linear(t);
   }
@@ -195,18 +198,29 @@ void Model::inputs_exchange(const OpRecord& op, OpCost& c, const TileMap& out, i
 // input layout for elementwise outputs), else a linear mapping.
 TileMap Model::output_like_input(const OpRecord& op, int out) {
   const auto& te = d_.tensors[out];
+  auto same_size = [&](int t) {
+    return t >= 0 && d_.tensors[t].nelms() == te.nelms() && d_.tensors[t].placement.ipu == op.placement.ipu;
+  };
   if (!mapped(out)) {
-    for (int t : op.in) {
-      if (t < 0) continue;
-      ensure_linear(t);
-      const auto& ti = d_.tensors[t];
-      if (ti.nelms() == te.nelms() && mapping(t).ipu == op.placement.ipu && mapping(t).count) {
-        set_map(out, rescale(mapping(t), (int64_t)dtype_size(ti.dtype), (int64_t)dtype_size(te.dtype)));
-        break;
+    // Inputs laid out already first; an input nobody laid out yet only
+    // when none is.
+    for (int pass = 0; pass < 2 && !mapped(out); ++pass)
+      for (int t : op.in) {
+        if (!same_size(t) || (pass == 0 && !mapped(t))) continue;
+        ensure_linear(t);
+        const auto& ti = d_.tensors[t];
+        if (mapping(t).ipu == op.placement.ipu && mapping(t).count) {
+          set_map(out, rescale(mapping(t), (int64_t)dtype_size(ti.dtype), (int64_t)dtype_size(te.dtype)));
+          break;
+        }
       }
-    }
     if (!mapped(out)) set_map(out, linear(te.nelms(), te.dtype, op.placement));
   }
+  // Inputs of the output's size nobody laid out yet take its layout
+  // (PopART unwinds an elementwise op's output layout to its inputs).
+  for (int t : op.in)
+    if (same_size(t) && !mapped(t))
+      set_map(t, rescale(mapping(out), (int64_t)dtype_size(te.dtype), (int64_t)dtype_size(d_.tensors[t].dtype)));
   return mapping(out);
 }
 

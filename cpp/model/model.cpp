@@ -57,6 +57,10 @@ void Model::collect_binds_in(const Node& n) {
     for (const auto& it : n.bind)
       if (it.to >= 0 && !it.group.empty())
         bind_src_[al_.root[it.group[0]]].insert(al_.root[it.to]);
+  if (n.kind == NodeKind::Copy) {
+    if (n.src >= 0) copied_roots_.insert(al_.root[n.src]);
+    if (n.dst >= 0) copied_roots_.insert(al_.root[n.dst]);
+  }
   for (const auto& ch : n.body) collect_binds_in(ch);
 }
 
@@ -187,11 +191,12 @@ void Model::finish() {
   for (const auto& l : loaded_)
     for (size_t t = 0; t < l.size(); ++t) r_.loaded_code[t] += l[t];
   r_.main_graph = main_;
+  r_.peak_live = peak_list_[main_];
   r_.tensors.assign(d_.tensors.size(), TensorReport{});
   for (size_t t = 0; t < d_.tensors.size(); ++t) {
     auto& tr = r_.tensors[t];
     tr.tensor = (int)t;
-    if (al_.root[t] != (int)t) continue;
+    if (al_.root[t] != (int)t || !view_parts_[t].empty()) continue;  // no storage of its own
     const TileMap& m = map_[t];
     tr.ipu = m.ipu;
     tr.first_tile = m.set_begin + m.first;

@@ -117,6 +117,16 @@ struct Step {
   int64_t max_tile_live = 0;  // the most on one tile
 };
 
+// One entry of what is live at the main program's peak step (the step of
+// most not-always-live bytes), with the peaks of the graphs it calls
+// expanded: a storage root, or an op's temporaries (tensor -1).
+struct PeakEntry {
+  int tensor = -1;     // storage root
+  int op = -1;         // temporaries: the op whose step holds them
+  int graph = -1;      // the graph whose step holds the entry
+  int64_t bytes = 0;   // all tiles
+};
+
 struct TensorReport {
   int tensor = -1;
   int ipu = 0;
@@ -144,6 +154,7 @@ struct Report {
   std::vector<OpReport> ops;                  // one per op of the desc (op == -1: not reached)
   std::vector<GraphReport> graphs;            // one per graph of the desc
   std::vector<Step> steps;                    // the main program's steps
+  std::vector<PeakEntry> peak_live;           // live at the main program's peak step
   std::vector<TensorReport> tensors;          // one per tensor (storage roots; tiles == 0: none)
   std::vector<RemoteBufferReport> remote_buffers;  // one per remote buffer of the desc
   std::map<std::string, int64_t> vertex_types;  // type -> code bytes per tile

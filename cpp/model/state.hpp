@@ -192,6 +192,18 @@ class Model {
   EwShape ew_shape(const OpRecord& op, int n_in, bool half) const;
   void cost_op(int op_id, const OpRecord& op);
   void cost_view(const OpRecord& op, OpCost& c);
+  // A view of several tensors (concat_ of more than one input): no storage
+  // and no program of its own; its uses keep its parts live, and its
+  // layout (for its consumers) is the parts' tiles.
+  void cost_multi_view(const OpRecord& op, OpCost& c);
+  // The layout of the concatenation of tensors `ts` (each mapped): the
+  // tiles from the first part's first over as many tiles as the parts
+  // cover (contiguous when each part starts where the previous ended).
+  TileMap joined_map(const std::vector<int>& ts, int64_t nelms, int64_t es);
+  // The layout of `out_nelms` elements taken from a tensor mapped as `m`
+  // holding `in_nelms` (a slice stays on the tiles that hold it).
+  static TileMap part_map(const TileMap& m, int64_t in_nelms, int64_t out_nelms, int64_t in_es,
+                          int64_t out_es);
   void cost_elementwise(const OpRecord& op, OpCost& c, bool random);
   // popops::reduce: each input tile reduces its part into fp32 partials,
   // the partials are exchanged to the output's tiles and reduced again
@@ -206,10 +218,17 @@ class Model {
   // popops::multiUpdate / dynamicUpdate: updates exchanged to the tiles of
   // the updated tensor, then written in place.
   void cost_scatter(const OpRecord& op, OpCost& c);
-  // Data movement: Copy (identity, reshape) keeps the layout (an on-tile
-  // copy: keeps); Rearrange (transpose, slice, concat, split) produces a new
-  // linear layout and exchanges the data.
+  // Data movement as PopART's cloneNcopy (costs.cpp): with `keeps` the
+  // output clones the input's tiles (a slice: the tiles holding it, a
+  // concatenation: its parts') and the copy is on tile; otherwise a new
+  // linear layout, exchanged.
   void cost_copy_op(const OpRecord& op, OpCost& c, bool keeps);
+  // Sources without a producer in their graph (a host_load's or a
+  // remote_load's output) are laid out by their first consumer (PopART
+  // creates them with the layout the consumer asks for: CanCreate /
+  // unwinding); their own ops are costed once their graph is mapped.
+  bool defer_source(int op_id, const OpRecord& op);
+  void finish_deferred();
   // popnn pooling: each output element reads its window on the tiles of
   // the input; gradients scatter back over the same windows.
   void cost_pool(const OpRecord& op, OpCost& c);
@@ -290,6 +309,13 @@ class Model {
   // Leaf steps of a graph body, in program order; a call site's copies are
   // steps of their own, its Call one step holding the callee's peak.
   void flatten(const Node& n, std::vector<StepRec>& out, int site_op);
+  // The storage roots a tensor stands for: its root, or the parts of a
+  // multi-input view (recursively).
+  void storage_roots(int t, std::vector<int>& out) const;
+  // A callee parameter or output whose every call site binds the same
+  // caller tensor (AliasZeroCopy): it is that tensor's storage, counted
+  // by the caller at the call step, not again inside the callee.
+  bool shares_caller_storage(int root) const;
   void liveness_and_cycles();
 
   // ---- state
@@ -331,6 +357,11 @@ class Model {
   std::unordered_map<int, int64_t> opcyc_;
   std::unordered_map<int, std::set<int>> bind_src_;  // callee root -> caller roots bound to it
   std::set<int> out_roots_;
+  std::set<int> copied_roots_;                       // callee roots a Copy node reads or writes
+  std::vector<std::vector<int>> view_parts_;         // multi-input view root -> its parts
+  std::vector<int> deferred_;                        // source ops costed after their graph
+  std::vector<std::vector<PeakEntry>> peak_list_;    // per graph: live at its peak step
+  std::vector<int> site_bound_;                      // flatten: caller tensors bound at this site
 };
 
 }  // namespace model

@@ -17,6 +17,10 @@ compiled program, from ipuxl's analytical model (``cpp/model``):
   control code, the matmul plan;
 * ``steps``: the main program's steps with their cycles and
   not-always-live bytes (liveness over program steps);
+* ``peak_live``: what is live at the main program's step of most
+  not-always-live bytes, the peaks of the Functions it calls expanded:
+  one dict per storage (``tensor`` name, ``shape``, ``graph``, ``bytes``)
+  or per op's temporaries (``tensor`` None, ``op``), largest first;
 * ``function_steps``: the same for each called Function (by graph name),
   and the ops' ``callees``, ``trip_count`` and ``outputs`` columns, which
   the viewer needs to expand calls (:meth:`Profile.detail`, computed on
@@ -116,6 +120,8 @@ class Profile:
         self.graphs: List[Dict] = [dict(g) for g in raw["graphs"]]
         self.steps: Dict[str, list] = dict(raw["steps"])
         self.tensors: Dict[str, list] = dict(raw["tensors"])
+        self.peak_live: List[Dict] = sorted((dict(e) for e in raw.get("peak_live", [])),
+                                            key=lambda e: -int(e["bytes"]))
         self.vertex_types: Dict[str, Dict] = dict(raw["vertex_types"])
         self.cycles = int(raw["total_cycles"])
         #: Remote buffers: Streaming Memory (off chip) and their landing pads.
