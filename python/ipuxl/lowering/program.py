@@ -177,8 +177,21 @@ def _placement(t) -> tuple:
     return ipu if ipu is not None else 0, tile_set
 
 
+_CODES: Dict[object, Dict[str, int]] = {}
+
+
+def _table(enum) -> Dict[str, int]:
+    """``{name: code}`` of a core enum. pybind11's ``__members__`` builds a
+    new dict on every access: it is read once per enum (to_desc looks up
+    several codes for every op)."""
+    table = _CODES.get(enum)
+    if table is None:
+        table = _CODES[enum] = {n: int(v) for n, v in enum.__members__.items()}
+    return table
+
+
 def _code(enum, name: str) -> int:
-    return int(enum.__members__[name])
+    return _table(enum)[name]
 
 
 def to_desc(prog: Program, with_data: bool = True):
@@ -203,59 +216,62 @@ def to_desc(prog: Program, with_data: bool = True):
     graph_index = {}
     for g in prog.graphs:
         graph_index[g] = desc.add_graph(g.name or "main")
+    tensor_kind, tile_set_code = _table(core.TensorKind), _table(core.TileSet)
+    kind_code, context_code = _table(core.OpKind), _table(core.ExecContext)
     tensor_index: Dict[object, int] = {}
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
+    add_tensor = desc.add_tensor
     for g, r in records:
-        idx = desc.add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
-                              _code(core.TensorKind, r.kind), r.ipu,
-                              _code(core.TileSet, r.tile_set))
+        idx = add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
+                         tensor_kind[r.kind], r.ipu, tile_set_code[r.tile_set])
         tensor_index[r.tensor] = idx
         if r.data is not None and with_data:
             desc.set_tensor_data(idx, np.ascontiguousarray(r.data))
+    program_cost = _cost_fields(None, _code(core.CostClass, "program"))
+    costs: Dict[int, tuple] = {}  # id(Cost) -> its fields (one per op type)
+    add_op = desc.add_op
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
             ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
             outs = [tensor_index[t] for t in e.outputs]
-            cost = _cost_fields(e.cost) if e.kind == "kernel" else {
-                "cost_class": _code(core.CostClass, "program")}
-            desc.add_op(gi, e.type, e.name, ins, outs, e.attrs,
-                        [graph_index[cg] for cg in e.graphs], e.aliases,
-                        kernel=e.kernel or "", kind=_code(core.OpKind, e.kind),
-                        modified=e.modified, side_effects=e.side_effects, ipu=e.ipu,
-                        tile_set=_code(core.TileSet, e.tile_set),
-                        context=_code(core.ExecContext, e.context),
-                        stream=stream_index[e.stream] if e.stream != -1 else -1,
-                        trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip,
-                        remote_buffer=remote_index[id(e.remote_buffer)]
-                        if e.remote_buffer is not None else -1,
-                        exchange_group=e.exchange_group,
-                        view_streaming_memory=e.view_streaming_memory,
-                        write_host_directly=e.write_host_directly,
-                        code_load_graph=graph_index.get(e.code_load_graph, -1)
-                        if e.code_load_graph is not None else -1,
-                        **cost, **_collective_fields(e.collective))
+            if e.kind != "kernel":
+                cost = program_cost
+            else:
+                cost = costs.get(id(e.cost))
+                if cost is None:
+                    cost = costs[id(e.cost)] = _cost_fields(e.cost)
+            coll = e.collective
+            coll_kind, reduce_op, group_of = (0, 0, []) if coll is None else \
+                (int(coll[0]), int(coll[1]), list(coll[2]))
+            # Positional, in the binding's order (pybind11 matches keywords
+            # by a search of its argument names, twice the cost of the call).
+            add_op(gi, e.type, e.name, ins, outs, e.attrs,
+                   [graph_index[cg] for cg in e.graphs], e.aliases,
+                   e.kernel or "", kind_code[e.kind], e.modified, e.side_effects, e.ipu,
+                   tile_set_code[e.tile_set], context_code[e.context],
+                   stream_index[e.stream] if e.stream != -1 else -1,
+                   e.trip_count, e.branch_inputs, e.skip, cost[0],
+                   remote_index[id(e.remote_buffer)] if e.remote_buffer is not None else -1,
+                   coll_kind, reduce_op, group_of, e.exchange_group,
+                   cost[1], cost[2], cost[3], cost[4],
+                   e.view_streaming_memory, e.write_host_directly,
+                   graph_index.get(e.code_load_graph, -1)
+                   if e.code_load_graph is not None else -1)
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index
 
 
-def _cost_fields(cost) -> dict:
-    """The core's cost fields of a kernel entry's Cost (None: class "none",
-    which the IPU model refuses)."""
+def _cost_fields(cost, cls: Optional[int] = None) -> tuple:
+    """The core's cost fields of a kernel entry's Cost, in ``add_op``'s
+    order: (class, vertex, header, per_vector, unroll). None: class "none",
+    which the IPU model refuses; ``cls`` overrides the class (non-kernels)."""
     if cost is None:
-        return {"cost_class": _code(core.CostClass, "none")}
-    return {"cost_class": int(cost.code), "cost_vertex": cost.vertex or "",
-            "cost_header": list(cost.header), "cost_per_vector": list(cost.per_vector),
-            "cost_unroll": list(cost.unroll)}
-
-
-def _collective_fields(c) -> dict:
-    if c is None:
-        return {}
-    kind, op, group_of = c
-    return {"collective_kind": int(kind), "reduce_op": int(op), "group_of": list(group_of)}
+        return (_code(core.CostClass, "none") if cls is None else cls, "", [], [], [])
+    return (int(cost.code), cost.vertex or "", list(cost.header), list(cost.per_vector),
+            list(cost.unroll))
 
 
 def stream_of(e: Entry) -> Optional[object]:
