@@ -9,7 +9,7 @@ turns either into the core's ``ProgramDesc``.
 Graphs are numbered in discovery order and tensors in graph-then-creation
 order, so the description is the same whatever PYTHONHASHSEED is.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -70,19 +70,34 @@ class Entry:
 
     def __post_init__(self):
         # Own copies of the sequences (a derived entry shares none with its source).
-        for name, value in (("inputs", list(self.inputs)), ("outputs", list(self.outputs)),
-                            ("aliases", [tuple(a) for a in self.aliases]),
-                            ("modified", sorted(set(self.modified))),
-                            ("graphs", list(self.graphs)),
-                            ("branch_inputs", [list(b) for b in self.branch_inputs])):
-            object.__setattr__(self, name, value)
+        _own_sequences(self.__dict__)
+
+    @classmethod
+    def make(cls, **values) -> "Entry":
+        """``Entry(**values)``, without the dataclass's field-by-field
+        ``__setattr__`` (lowering makes one entry per op, copies one per op)."""
+        self = object.__new__(cls)
+        d = self.__dict__
+        d.update(_ENTRY_DEFAULTS)
+        d.update(values)
+        if len(d) != len(_ENTRY_DEFAULTS) + len(_ENTRY_REQUIRED):
+            # A missing or unknown field: the dataclass names it.
+            return cls(**values)
+        _own_sequences(d)
+        return self
 
     def derive(self, **changes) -> "Entry":
         """A copy with ``changes`` (the same op, name and placement)."""
         return replace(self, **changes)
 
     def copy(self) -> "Entry":
-        return replace(self, attrs=dict(self.attrs))
+        """A copy with its own attrs and sequences (``derive(attrs=dict(attrs))``)."""
+        new = object.__new__(Entry)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["attrs"] = dict(self.attrs)
+        _own_sequences(d)
+        return new
 
     def written_inputs(self):
         return [self.inputs[i] for i in self.modified
@@ -90,6 +105,22 @@ class Entry:
 
     def __repr__(self):
         return f"Entry({self.kernel or self.kind}: {self.name})"
+
+
+def _own_sequences(d: dict) -> None:
+    """Replace an entry's sequences (in its ``__dict__``) by its own copies."""
+    d["inputs"] = list(d["inputs"])
+    d["outputs"] = list(d["outputs"])
+    d["aliases"] = [tuple(a) for a in d["aliases"]]
+    d["modified"] = sorted(set(d["modified"]))
+    d["graphs"] = list(d["graphs"])
+    d["branch_inputs"] = [list(b) for b in d["branch_inputs"]]
+
+
+_ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
+                   for f in fields(Entry)
+                   if f.default is not MISSING or f.default_factory is not MISSING}
+_ENTRY_REQUIRED = tuple(f.name for f in fields(Entry) if f.name not in _ENTRY_DEFAULTS)
 
 
 @dataclass(frozen=True)
