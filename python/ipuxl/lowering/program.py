@@ -253,10 +253,15 @@ def to_desc(prog: Program, with_data: bool = True):
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
     add_tensor = desc.add_tensor
+    # The index by object identity: Tensor.__hash__ is Python code, and ops
+    # name their tensors by the objects the records hold (an equal but
+    # different object falls back to tensor_index).
+    by_id: Dict[int, int] = {}
     for g, r in records:
         idx = add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
                          tensor_kind[r.kind], r.ipu, tile_set_code[r.tile_set])
         tensor_index[r.tensor] = idx
+        by_id[id(r.tensor)] = idx
         if r.data is not None and with_data:
             desc.set_tensor_data(idx, np.ascontiguousarray(r.data))
     program_cost = _cost_fields(None, _code(core.CostClass, "program"))
@@ -265,8 +270,12 @@ def to_desc(prog: Program, with_data: bool = True):
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
-            ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
-            outs = [tensor_index[t] for t in e.outputs]
+            try:
+                ins = [-1 if t is None else by_id[id(t)] for t in e.inputs]
+                outs = [by_id[id(t)] for t in e.outputs]
+            except KeyError:
+                ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
+                outs = [tensor_index[t] for t in e.outputs]
             if e.kind != "kernel":
                 cost = program_cost
             else:
