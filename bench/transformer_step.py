@@ -614,7 +614,8 @@ def main(argv=None) -> int:
     result["load_after"] = os.getloadavg()
 
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} (small) / "
-          f"{args.steps_large} (large) steps per peer, {args.gap} s idle and "
+          f"{args.steps_large} (large) / {args.steps_bert} (bert sizes) steps per peer, "
+          f"{args.gap} s idle and "
           f"{args.warm_ms:.0f} ms of untimed steps before each block; medians; "
           "ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
           "per-repetition ratios")
@@ -630,7 +631,8 @@ def main(argv=None) -> int:
                       "ratio": paired_ratio(times[s][n], times[s]["ipuxl"]),
                       "ratio_of_medians": med[s][n] / med[s]["ipuxl"],
                       "samples_s": times[s][n]}
-            line += f"{row[s]['steps_per_s']:>30.1f}{row[s]['ratio']:>7.2f}"
+            sps = row[s]["steps_per_s"]
+            line += f"{sps:>30.{1 if sps >= 10 else 3}f}{row[s]['ratio']:>7.2f}"
         table[n] = row
         print(line)
     peak = peaks[_core.isa()][1]
@@ -642,7 +644,8 @@ def main(argv=None) -> int:
                   f"({100 * gf * table[n][s]['steps_per_s'] / peak:.0f}%)" for n in names))
     for s in sizes:
         print(f"  per repetition {size_label(s)} steps/s: " + "; ".join(
-            "/".join(f"{1.0 / times[s][n][r]:.0f}" for n in names) for r in range(args.reps))
+            "/".join(f"{1.0 / times[s][n][r]:.{0 if times[s][n][r] < 0.1 else 2}f}"
+                     for n in names) for r in range(args.reps))
             + f"  ({'/'.join(names)})")
     for s in sizes:
         st = setup["ipuxl"][s]
