@@ -638,7 +638,7 @@ def main(argv=None) -> int:
     peak = peaks[_core.isa()][1]
     for s in sizes:
         gf = step_flops(s) / 1e9
-        print(f"  {size_label(s)}: {gf:.1f} GFLOP of matmuls a step; GFLOP/s and share of the "
+        print(f"  {size_label(s)}: {gf:.{1 if gf >= 1 else 3}f} GFLOP of matmuls a step; GFLOP/s and share of the "
               f"{_core.isa()} all-core FMA peak ({peak:.0f} GFLOP/s): " + "; ".join(
                   f"{n} {gf * table[n][s]['steps_per_s']:.0f} "
                   f"({100 * gf * table[n][s]['steps_per_s'] / peak:.0f}%)" for n in names))
