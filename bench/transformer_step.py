@@ -93,8 +93,9 @@ NAMES = ("ln1_w", "ln1_b", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo",
          "ln2_w", "ln2_b", "w1", "b1", "w2", "b2")
 # Tolerances against the float64 reference after --check-steps steps
 # (float16: a few units of its rounding, 2**-11 relative).
-LOSS_RTOL = {"float32": 1e-4, "float16": 1e-2}
-W_ATOL = {"float32": 2e-5, "float16": 3e-3}
+LOSS_RTOL = 1e-4
+W_ATOL = 2e-5
+TOLERANCES = {"float32": (LOSS_RTOL, W_ATOL), "float16": (1e-2, 3e-3)}  # (loss rel, weights abs)
 
 
 def size_dtype(size) -> str:
@@ -465,8 +466,8 @@ def check(peers, size, n, opts):
         got = {k: r["weights"][k].astype(np.float64) for k in NAMES}
         worst = max(NAMES, key=lambda k: float(np.max(np.abs(got[k] - ref_w[k]))))
         dw = float(np.max(np.abs(got[worst] - ref_w[worst])))
-        good = bool(np.all(np.isfinite(losses))) and dl <= LOSS_RTOL[dtype] and \
-            dw <= W_ATOL[dtype]
+        good = bool(np.all(np.isfinite(losses))) and dl <= TOLERANCES[dtype][0] and \
+            dw <= TOLERANCES[dtype][1]
         ok &= good
         out[p.name] = {"loss_rel_diff": dl, "weight_abs_diff": dw, "worst_weight": worst,
                        "ok": good}
@@ -574,8 +575,8 @@ def main(argv=None) -> int:
             result["check"][size] = {"peers": chk, "max_weight_change": moved}
             print(f"check {size_label(size)}: {args.check_steps} steps against float64 PyTorch "
                   f"(loss {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}; weights moved up to "
-                  f"{moved:.2e}; tolerances loss {LOSS_RTOL[dtype]:g} rel, weights "
-                  f"{W_ATOL[dtype]:g} abs)")
+                  f"{moved:.2e}; tolerances loss {TOLERANCES[dtype][0]:g} rel, weights "
+                  f"{TOLERANCES[dtype][1]:g} abs)")
             for n, c in chk.items():
                 print(f"  {n:<6} max loss rel diff {c['loss_rel_diff']:.2e}  max weight abs diff "
                       f"{c['weight_abs_diff']:.2e} ({c['worst_weight']})  "
