@@ -80,14 +80,15 @@ def measure(n_ops: int, device: str) -> dict:
     c0 = time.process_time()
     t0 = time.perf_counter()
     ir = popxl.Ir()
+    # CPU seconds of each phase: the figures to compare on a loaded machine.
     with ir.main_graph:
         spec = popxl.TensorSpec((4,), popxl.float32)
         g = ir.create_graph(_chain(n_ops), spec, spec)
         x = popxl.variable(x0, name="x")
         w = popxl.variable(w0, name="w")
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         info = popxl.transforms.autodiff(g)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         fwd = ops.call_with_info(g, x, w)
         (dx, _dw) = ops.call(info.graph, popxl.constant(np.ones(4, np.float32)),
                              inputs_dict=info.inputs_dict(fwd))
@@ -96,7 +97,7 @@ def measure(n_ops: int, device: str) -> dict:
             s = popxl.d2h_stream(v.shape, v.dtype)
             ops.host_store(s, v)
             streams.append(s)
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     # Chains this long do not fit one modelled IPU (control code): the model
     # still runs in full and reports the overflow in the profile.
     sess = popxl.Session(ir, popxl.IpuModel(allow_out_of_memory=True)
@@ -114,6 +115,9 @@ def measure(n_ops: int, device: str) -> dict:
     t["session"] = t4 - t3
     t["run"] = t5 - t4
     t["cpu"] = c4 - c0  # build + autodiff + session, CPU seconds of all threads
+    t["cpu_build"] = (c1 - c0) + (c3 - c2)
+    t["cpu_autodiff"] = c2 - c1
+    t["cpu_session"] = c4 - c3
     t["fwd_ops"] = len(g.ops)
     t["grad_ops"] = len(info.graph.ops)
     t["grad_inputs"] = len(info.graph.inputs)
@@ -158,7 +162,7 @@ def main(argv=None) -> int:
         return 0
     print(f"device {args.device}; build = forward graph + calls, session = Session(ir, device)")
     print(f"{'fwd ops':>8} {'grad ops':>8} {'grad ins':>8} {'build s':>8} {'autodiff s':>10} "
-          f"{'session s':>9} {'total s':>8} {'cpu s':>7} {'run ms':>8} {'us/op':>6} "
+          f"{'session s':>9} {'total s':>8} {'cpu s':>7} {'cpu b/a/s':>15} {'run ms':>8} {'us/op':>6} "
           f"{'peak RSS MiB':>12}")
     ns, ts, cs = [], [], []
     for n in args.sizes:
@@ -174,6 +178,7 @@ def main(argv=None) -> int:
         cs.append(r["cpu"])
         print(f"{r['fwd_ops']:>8} {r['grad_ops']:>8} {r['grad_inputs']:>8} {r['build']:>8.2f} "
               f"{r['autodiff']:>10.2f} {r['session']:>9.2f} {total:>8.2f} {r['cpu']:>7.2f} "
+              f"{r['cpu_build']:>5.2f}/{r['cpu_autodiff']:.2f}/{r['cpu_session']:.2f} "
               f"{r['run'] * 1e3:>8.1f} {total / n * 1e6:>6.0f} {r['rss_mib']:>12.0f}", flush=True)
     if len(ns) >= 2:
         print(f"exponent of build + autodiff + session time over {ns[0]} -> {ns[-1]} ops "

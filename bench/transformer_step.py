@@ -9,9 +9,17 @@ One pre-LN transformer block, the same in every peer, float32:
     y  = x1 + GELU_tanh(LayerNorm2(x1) W1 + b1) W2 + b2  (MLP 4 x hidden)
     loss = mean((y - target)^2)
 
-and one plain SGD step (lr ``LR``) on all 16 parameters, in place. Two sizes
-(batch x seq x hidden, heads): 1 x 32 x 128 with 4 heads (latency-bound) and
-4 x 64 x 256 with 4 heads (compute-bound). The initial weights are drawn once
+and one plain SGD step (lr ``LR``) on all 16 parameters, in place. Sizes
+(batch x seq x hidden, heads): 1 x 32 x 128 with 4 heads (``small``,
+latency-bound), 4 x 64 x 256 with 4 heads (``large``, compute-bound) and
+BERT-base's 8 x 128 x 768 with 12 heads (``bert``, about 45 GFLOP a step),
+float32; ``bert16`` is the BERT-base block in float16: float16 weights,
+activations and gradients, the matmuls accumulating in float32 (PopXL's
+default float partials), the loss (the block's output cast to float32) in
+float32 and its gradient cast back to float16, with a static loss scale
+``LOSS_SCALE`` (the gradient of ``LOSS_SCALE * loss``, the step
+``LR / LOSS_SCALE``, as the float16 PopXL applications train) so that the
+gradients stay in float16's normal range. The initial weights are drawn once
 with NumPy (seeded) and handed to every peer; inputs and targets come from a
 seeded pool of ``--pool`` batches per size that every peer cycles through in
 the same order. Every step includes feeding the batch and reading the loss
@@ -67,7 +75,12 @@ LR = 0.05
 EPS = 1e-5
 GELU_K = float(np.sqrt(2.0 / np.pi))
 GELU_A = 0.044715
-SIZES = {"small": (1, 32, 128, 4), "large": (4, 64, 256, 4)}  # batch, seq, hidden, heads
+SIZES = {"small": (1, 32, 128, 4), "large": (4, 64, 256, 4),  # batch, seq, hidden, heads
+         "bert": (8, 128, 768, 12), "bert16": (8, 128, 768, 12)}
+#: Sizes that run in float16 (every other: float32).
+FLOAT16_SIZES = ("bert16",)
+#: The float16 step's static loss scale (exact in every dtype: a power of 2).
+LOSS_SCALE = 1024.0
 PEERS = ("ipuxl", "jax", "torch")
 INSTALL = {
     "ipuxl": "build the core (scripts/dev_build.sh build/dev) and run with "
@@ -78,14 +91,35 @@ INSTALL = {
 # Parameter names and order, shared by every peer.
 NAMES = ("ln1_w", "ln1_b", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo",
          "ln2_w", "ln2_b", "w1", "b1", "w2", "b2")
-# Tolerances against the float64 reference after --check-steps steps.
+# Tolerances against the float64 reference after --check-steps steps
+# (float16: a few units of its rounding, 2**-11 relative).
 LOSS_RTOL = 1e-4
 W_ATOL = 2e-5
+TOLERANCES = {"float32": (LOSS_RTOL, W_ATOL), "float16": (1e-2, 3e-3)}  # (loss rel, weights abs)
+
+
+def size_dtype(size) -> str:
+    return "float16" if size in FLOAT16_SIZES else "float32"
 
 
 def size_label(size):
     b, s, h, nh = SIZES[size]
-    return f"{b}x{s}x{h} ({nh} heads)"
+    return f"{b}x{s}x{h} ({nh} heads){' fp16' if size in FLOAT16_SIZES else ''}"
+
+
+def step_flops(size) -> float:
+    """Multiply-add FLOPs (2 per MAC) of one training step's matmuls: the
+    forward's projections, MLP and attention products, and twice as many
+    in the backward pass (input and weight gradients); the elementwise ops
+    are left out (a few percent at these sizes)."""
+    b, s, h, nh = SIZES[size]
+    t = b * s
+    fwd = 4 * 2 * t * h * h + 2 * 2 * t * h * 4 * h + 2 * 2 * b * s * s * h
+    return 3.0 * fwd
+
+
+def loss_scale(size) -> float:
+    return LOSS_SCALE if size in FLOAT16_SIZES else 1.0
 
 
 # --------------------------------------------------------------------------- data
@@ -109,7 +143,7 @@ def make_weights(size: str, seed: int):
             v = 1.0 + rng.normal(0.0, 0.1, shp)
         else:
             v = rng.normal(0.0, 0.02, shp)
-        out[n] = v.astype(np.float32)
+        out[n] = v.astype(np.float16 if size in FLOAT16_SIZES else np.float32)
     return out
 
 
@@ -117,8 +151,9 @@ def make_batches(size: str, count: int, seed: int):
     """``count`` pairs (x, target), each (batch, seq, hidden) float32."""
     b, s, h, _ = SIZES[size]
     rng = np.random.default_rng([seed, b, s, h])
-    x = rng.standard_normal((count, b, s, h)).astype(np.float32)
-    t = rng.standard_normal((count, b, s, h)).astype(np.float32)
+    dt = np.float16 if size in FLOAT16_SIZES else np.float32
+    x = rng.standard_normal((count, b, s, h)).astype(dt)
+    t = rng.standard_normal((count, b, s, h)).astype(np.float32)  # the loss is float32
     return [(x[i], t[i]) for i in range(count)]
 
 
@@ -138,11 +173,12 @@ class TorchPeer:
         if opts.get("threads", 0) > 0:
             torch.set_num_threads(opts["threads"])
         self.torch, self.F = torch, F
-        self.dtype = dtype or torch.float32
+        self.dtype = dtype or (torch.float16 if size in FLOAT16_SIZES else torch.float32)
         self.b, self.s, self.h, self.nh = SIZES[size]
+        self.scale = loss_scale(size) if self.dtype == torch.float16 else 1.0
         self.p = {n: torch.tensor(weights[n], dtype=self.dtype, requires_grad=True)
                   for n in NAMES}
-        self.opt = torch.optim.SGD(list(self.p.values()), lr=LR)
+        self.opt = torch.optim.SGD(list(self.p.values()), lr=LR / self.scale)
 
     @staticmethod
     def version():
@@ -151,7 +187,9 @@ class TorchPeer:
         return f"{torch.__version__} ({n} threads)"
 
     def prepare(self, x, t):
-        return (self.torch.from_numpy(x).to(self.dtype), self.torch.from_numpy(t).to(self.dtype))
+        loss_dtype = self.torch.float64 if self.dtype == self.torch.float64 else \
+            self.torch.float32
+        return (self.torch.from_numpy(x).to(self.dtype), self.torch.from_numpy(t).to(loss_dtype))
 
     def forward(self, x):
         F, p = self.F, self.p
@@ -170,10 +208,10 @@ class TorchPeer:
 
     def step(self, batch):
         x, t = batch
-        y = self.forward(x)
+        y = self.forward(x).to(t.dtype)
         loss = ((y - t) ** 2).mean()
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss * self.scale).backward()
         self.opt.step()
         return loss.item()
 
@@ -209,11 +247,13 @@ class JaxPeer:
             h2 = ln(x1, p["ln2_w"], p["ln2_b"])
             m = jax.nn.gelu(h2 @ p["w1"] + p["b1"], approximate=True)
             y = x1 + (m @ p["w2"] + p["b2"])
-            return jnp.mean(jnp.square(y - t))
+            return jnp.mean(jnp.square(y.astype(jnp.float32) - t))
+
+        scale = loss_scale(size)
 
         def train_step(p, x, t):
-            loss, g = jax.value_and_grad(loss_fn)(p, x, t)
-            return jax.tree_util.tree_map(lambda a, d: a - LR * d, p, g), loss
+            loss, g = jax.value_and_grad(lambda *a: loss_fn(*a) * scale)(p, x, t)
+            return jax.tree_util.tree_map(lambda a, d: a - (LR / scale) * d, p, g), loss / scale
 
         self._step = jax.jit(train_step, donate_argnums=0)
         self.p = {n: jnp.asarray(weights[n]) for n in NAMES}
@@ -250,6 +290,8 @@ class IpuxlPeer:
         dh = h // nh
         n_tok = b * s
         scale = float(1.0 / np.sqrt(dh))
+        dt = popxl.float16 if size in FLOAT16_SIZES else popxl.float32
+        ls = loss_scale(size)
         t0 = time.perf_counter()
 
         class Block(addons.Module):
@@ -273,7 +315,7 @@ class IpuxlPeer:
 
         ir = popxl.Ir(replication=1)
         with ir.main_graph:
-            x_stream = popxl.h2d_stream((b, s, h), popxl.float32, "x")
+            x_stream = popxl.h2d_stream((b, s, h), dt, "x")
             t_stream = popxl.h2d_stream((b, s, h), popxl.float32, "target")
             x = ops.reshape(ops.host_load(x_stream, "x"), (n_tok, h))
             tgt = ops.reshape(ops.host_load(t_stream, "target"), (n_tok, h))
@@ -281,16 +323,19 @@ class IpuxlPeer:
             bwd = addons.autodiff(fwd)
             variables = facts.init()
             fwd_info = fwd.bind(variables).call_with_info(x)
-            diff = fwd_info.outputs[0] - tgt
+            y = fwd_info.outputs[0]
+            diff = (ops.cast(y, popxl.float32) if dt != popxl.float32 else y) - tgt
             loss = ops.mean(diff * diff)
-            dy = diff * (2.0 / (n_tok * h))
+            dy = diff * (2.0 * ls / (n_tok * h))
+            if dt != popxl.float32:
+                dy = ops.cast(dy, dt)
             loss_stream = popxl.d2h_stream(loss.shape, loss.dtype, "loss")
             ops.host_store(loss_stream, loss)
             acts = bwd.grad_graph_info.inputs_dict(fwd_info)
             bwd_info = bwd.call_with_info(dy, args=acts)
             grads = bwd.grad_graph_info.fwd_parent_ins_to_grad_parent_outs(fwd_info, bwd_info)
             for w in variables.tensors:
-                ops.scaled_add_(w, grads[w], b=-LR)
+                ops.scaled_add_(w, grads[w], b=-LR / ls)
         ir.num_host_transfers = 1
         self.ir_build_s = time.perf_counter() - t0
         self.session_start = time.perf_counter()
@@ -411,19 +456,22 @@ def reference(size, n, opts):
 def check(peers, size, n, opts):
     ref_losses, ref_w = reference(size, n, opts)
     w0 = make_weights(size, opts["seed"])
-    moved = max(float(np.max(np.abs(ref_w[k] - w0[k]))) for k in NAMES)
+    moved = max(float(np.max(np.abs(ref_w[k] - w0[k].astype(np.float64)))) for k in NAMES)
+    dtype = size_dtype(size)
     out, ok = {}, True
     for p in peers:
         r = p.call("check", size, n)
         losses = np.array(r["losses"])
         dl = float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses)))
-        worst = max(NAMES, key=lambda k: float(np.max(np.abs(r["weights"][k] - ref_w[k]))))
-        dw = float(np.max(np.abs(r["weights"][worst] - ref_w[worst])))
-        good = bool(np.all(np.isfinite(losses))) and dl <= LOSS_RTOL and dw <= W_ATOL
+        got = {k: r["weights"][k].astype(np.float64) for k in NAMES}
+        worst = max(NAMES, key=lambda k: float(np.max(np.abs(got[k] - ref_w[k]))))
+        dw = float(np.max(np.abs(got[worst] - ref_w[worst])))
+        good = bool(np.all(np.isfinite(losses))) and dl <= TOLERANCES[dtype][0] and \
+            dw <= TOLERANCES[dtype][1]
         ok &= good
         out[p.name] = {"loss_rel_diff": dl, "weight_abs_diff": dw, "worst_weight": worst,
                        "ok": good}
-    return ok, out, ref_losses, moved
+    return ok, out, ref_losses, moved, dtype
 
 
 def main(argv=None) -> int:
@@ -433,7 +481,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="also write the numbers to this JSON file")
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="comma-separated subset of " + ",".join(PEERS) + " (ipuxl always runs)")
-    ap.add_argument("--sizes", default="small,large", help="small (1x32x128), large (4x64x256)")
+    ap.add_argument("--sizes", default="small,large",
+                    help="small (1x32x128), large (4x64x256), bert (8x128x768, 12 heads), "
+                         "bert16 (bert in float16)")
     ap.add_argument("--isa", choices=("sse", "avx2", "avx512"),
                     help="force ipuxl's instruction-set level (IPUXL_ISA) in its worker "
                          "process; the peers keep their own best kernels")
@@ -441,6 +491,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="interleaved timed repetitions")
     ap.add_argument("--steps-small", type=int, default=200, help="steps per block, small size")
     ap.add_argument("--steps-large", type=int, default=30, help="steps per block, large size")
+    ap.add_argument("--steps-bert", type=int, default=6, help="steps per block, bert sizes")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps per peer and size")
     ap.add_argument("--check-steps", type=int, default=10, help="steps of the correctness check")
     ap.add_argument("--pool", type=int, default=8, help="distinct batches per size")
@@ -458,6 +509,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.reps, args.steps_small, args.steps_large, args.warmup = 2, 5, 2, 1
         args.check_steps, args.pool, args.gap, args.profile_steps = 3, 2, 0.0, 5
+        args.steps_bert = 1
         args.warm_ms = 0.0
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = [p for p in wanted if p not in PEERS]
@@ -501,7 +553,8 @@ def main(argv=None) -> int:
               "skipped": skipped, "quick": args.quick,
               "machine": {"lines": lines, "fma_peak_gflops": peaks, "isa": _core.isa()},
               "model": "pre-LN transformer block (LN, MHSA softmax, residual, LN, "
-                       "MLP 4x GELU(tanh), residual), MSE loss, SGD lr 0.05, float32"}
+                       "MLP 4x GELU(tanh), residual), MSE loss, SGD lr 0.05, float32 (bert16: "
+                       f"float16, loss scale {LOSS_SCALE:g})"}
     print(f"Transformer block training step: {result['model']}")
     print(f"cores: {result['cores']}; threads per peer: {result['threads']}; load average "
           "before: " + " ".join(f"{x:.2f}" for x in result["load_before"]))
@@ -517,12 +570,13 @@ def main(argv=None) -> int:
     try:
         result["check"] = {}
         for size in sizes:
-            good, chk, ref_losses, moved = check(peers, size, args.check_steps, opts)
+            good, chk, ref_losses, moved, dtype = check(peers, size, args.check_steps, opts)
             ok &= good
             result["check"][size] = {"peers": chk, "max_weight_change": moved}
             print(f"check {size_label(size)}: {args.check_steps} steps against float64 PyTorch "
                   f"(loss {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}; weights moved up to "
-                  f"{moved:.2e}; tolerances loss {LOSS_RTOL:g} rel, weights {W_ATOL:g} abs)")
+                  f"{moved:.2e}; tolerances loss {TOLERANCES[dtype][0]:g} rel, weights "
+                  f"{TOLERANCES[dtype][1]:g} abs)")
             for n, c in chk.items():
                 print(f"  {n:<6} max loss rel diff {c['loss_rel_diff']:.2e}  max weight abs diff "
                       f"{c['weight_abs_diff']:.2e} ({c['worst_weight']})  "
@@ -536,7 +590,8 @@ def main(argv=None) -> int:
                 p.call("run", size, args.warmup)
         result["setup"] = setup
 
-        steps = {"small": args.steps_small, "large": args.steps_large}
+        steps = {"small": args.steps_small, "large": args.steps_large,
+                 "bert": args.steps_bert, "bert16": args.steps_bert}
         times = {s: {n: [] for n in names} for s in sizes}
         for r in range(args.reps):
             for size in sizes:
@@ -551,14 +606,17 @@ def main(argv=None) -> int:
         if args.profile:
             ip = next(p for p in peers if p.name == "ipuxl")
             for size in sizes:
-                prof[size] = ip.call("profile", size, args.profile_steps)
+                n_prof = args.profile_steps if size in ("small", "large") else \
+                    max(3, args.profile_steps // 40)
+                prof[size] = ip.call("profile", size, n_prof)
     finally:
         for p in peers:
             p.close()
     result["load_after"] = os.getloadavg()
 
     print(f"timing: {args.reps} interleaved repetitions of {args.steps_small} (small) / "
-          f"{args.steps_large} (large) steps per peer, {args.gap} s idle and "
+          f"{args.steps_large} (large) / {args.steps_bert} (bert sizes) steps per peer, "
+          f"{args.gap} s idle and "
           f"{args.warm_ms:.0f} ms of untimed steps before each block; medians; "
           "ratio = peer time / ipuxl time (above 1: ipuxl faster), median of the "
           "per-repetition ratios")
@@ -574,12 +632,21 @@ def main(argv=None) -> int:
                       "ratio": paired_ratio(times[s][n], times[s]["ipuxl"]),
                       "ratio_of_medians": med[s][n] / med[s]["ipuxl"],
                       "samples_s": times[s][n]}
-            line += f"{row[s]['steps_per_s']:>30.1f}{row[s]['ratio']:>7.2f}"
+            sps = row[s]["steps_per_s"]
+            line += f"{sps:>30.{1 if sps >= 10 else 3}f}{row[s]['ratio']:>7.2f}"
         table[n] = row
         print(line)
+    peak = peaks[_core.isa()][1]
+    for s in sizes:
+        gf = step_flops(s) / 1e9
+        print(f"  {size_label(s)}: {gf:.{1 if gf >= 1 else 3}f} GFLOP of matmuls a step; GFLOP/s and share of the "
+              f"{_core.isa()} all-core FMA peak ({peak:.0f} GFLOP/s): " + "; ".join(
+                  f"{n} {gf * table[n][s]['steps_per_s']:.0f} "
+                  f"({100 * gf * table[n][s]['steps_per_s'] / peak:.0f}%)" for n in names))
     for s in sizes:
         print(f"  per repetition {size_label(s)} steps/s: " + "; ".join(
-            "/".join(f"{1.0 / times[s][n][r]:.0f}" for n in names) for r in range(args.reps))
+            "/".join(f"{1.0 / times[s][n][r]:.{0 if times[s][n][r] < 0.1 else 2}f}"
+                     for n in names) for r in range(args.reps))
             + f"  ({'/'.join(names)})")
     for s in sizes:
         st = setup["ipuxl"][s]

@@ -8,6 +8,7 @@
 // float64 -> float16 rounds twice, which can differ from a direct rounding
 // by one unit in the last place for values exactly between two halves).
 #include "../core/fp8.hpp"
+#include "../core/half.hpp"
 #include "unary.hpp"
 
 namespace ipuxl {
@@ -17,13 +18,24 @@ template <class From, class To>
 std::unique_ptr<Kernel> make_cast(const OpDesc& d) {
   const TensorRef* a = d.in[0];
   const TensorRef* o = d.out[0];
-  return make_kernel(
-      [a, o](RunContext&) {
-        const uint8_t* A = a->data;
-        To* O = o->as<To>();
-        const int64_t n = o->nelms;
-        for (int64_t i = 0; i < n; ++i) O[i] = convert_value<To>(load_value<From>(A, i));
-      });
+  if constexpr (std::is_same_v<From, float> && std::is_same_v<To, f16>) {
+    // The bulk conversions give convert_value's bits at every level (half.hpp).
+    return make_kernel([a, o](RunContext&) {
+      half::from_float_parallel(a->as<float>(), o->as<f16>(), o->nelms);
+    });
+  } else if constexpr (std::is_same_v<From, f16> && std::is_same_v<To, float>) {
+    return make_kernel([a, o](RunContext&) {
+      half::to_float_parallel(a->as<f16>(), o->as<float>(), o->nelms);
+    });
+  } else {
+    return make_kernel(
+        [a, o](RunContext&) {
+          const uint8_t* A = a->data;
+          To* O = o->as<To>();
+          const int64_t n = o->nelms;
+          for (int64_t i = 0; i < n; ++i) O[i] = convert_value<To>(load_value<From>(A, i));
+        });
+  }
 }
 
 // From float8 (no scale): each byte's value converted as a double would be.

@@ -10,6 +10,7 @@
 
 #include "../core/blas.hpp"
 #include "../core/gemm.hpp"
+#include "../core/half.hpp"
 #include "../core/isa.hpp"
 #include "../core/parallel.hpp"
 #include "fastmath.hpp"
@@ -228,19 +229,38 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
         });
   }
   if (dt == DType::Float16) {
+    // Both operands converted to float32 once (F16C, half.hpp), the float32
+    // products (each rounded once to float16 at the end), as the IPU's AMP
+    // with float partials. Batched products are split over the threads as
+    // the float32 ones: each product is computed as it would be alone, so
+    // the results do not depend on the thread count.
     return make_kernel(
         [=](RunContext&) {
-          std::vector<float> fa((size_t)(M * K)), fb((size_t)(K * N)), fo((size_t)(M * N));
-          const f16* A = a->as<f16>();
-          const f16* B = b->as<f16>();
-          f16* O = o->as<f16>();
-          for (int64_t i = 0; i < nb; ++i) {
-            for (int64_t j = 0; j < M * K; ++j) fa[(size_t)j] = A[a_off[(size_t)i] + j];
-            for (int64_t j = 0; j < K * N; ++j) fb[(size_t)j] = B[b_off[(size_t)i] + j];
-            blas::sgemm(false, false, M, N, K, 1.0f, fa.data(), K, fb.data(), N, 0.0f,
-                        fo.data(), N);
-            for (int64_t j = 0; j < M * N; ++j) O[i * M * N + j] = f16(fo[(size_t)j]);
+          const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
+          std::unique_ptr<float[]> fa(new float[(size_t)std::max<int64_t>(na, 1)]);
+          std::unique_ptr<float[]> fb(new float[(size_t)std::max<int64_t>(nbb, 1)]);
+          std::unique_ptr<float[]> fo(new float[(size_t)std::max<int64_t>(no, 1)]);
+          half::to_float_parallel(a->as<f16>(), fa.get(), na);
+          half::to_float_parallel(b->as<f16>(), fb.get(), nbb);
+          const float* A = fa.get();
+          const float* B = fb.get();
+          float* O = fo.get();
+          auto one = [&](int64_t i) {
+            blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f,
+                             A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
+                             O + i * M * N, N);
+          };
+          if (nb > 1 && M * N * K <= kBatchSplitMaxMacs) {
+            const int64_t per = std::max<int64_t>(
+                1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1));
+            parallel_for_chunks(nb, std::min<int64_t>(4 * num_threads(), (nb + per - 1) / per),
+                                [&](int64_t b0, int64_t b1) {
+                                  for (int64_t i = b0; i < b1; ++i) one(i);
+                                });
+          } else {
+            for (int64_t i = 0; i < nb; ++i) one(i);
           }
+          half::from_float_parallel(O, o->as<f16>(), no);
         });
   }
   std::unique_ptr<Kernel> k;

@@ -1,6 +1,7 @@
 """Host data for variables and constants: conversion to the Ir's own
 aligned copy in a PopXL dtype, with PopXL's downcast of 64-bit data and its
 casts (a warning naming the tensor where values do not fit)."""
+import math
 import warnings
 from typing import Optional, Tuple
 
@@ -24,6 +25,11 @@ def _check_fits(arr: np.ndarray, want: np.dtype, what: str, allow_inf: bool = Fa
     if want.kind == "f":
         if arr.dtype.kind != "f" and want.itemsize >= 4:
             return
+        if arr.size == 1:
+            # One value (a scalar operand, the common case): checked in Python.
+            v = abs(float(arr.reshape(-1)[0]))
+            if not math.isfinite(v) or v <= float(np.finfo(want).max):
+                return
         a = arr.astype(np.float64)
         finite = a[np.isfinite(a)]
         bad = finite[np.abs(finite) > np.finfo(want).max]

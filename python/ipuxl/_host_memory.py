@@ -5,6 +5,8 @@ Variable data is copied into such arrays once, when the variable is created,
 so a Session can let the device copy of a variable live in its host array
 (see ``Session``) instead of holding a second copy.
 """
+import math
+
 import numpy as np
 
 __all__ = ["ALIGNMENT", "aligned_empty", "aligned_copy", "is_aligned"]
@@ -15,7 +17,7 @@ ALIGNMENT = 64
 def aligned_empty(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
     dtype, shape = np.dtype(dtype), tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = int(math.prod(shape)) * dtype.itemsize  # exact ints (np.prod: 20 us a call)
     buf = np.empty(nbytes + ALIGNMENT, np.uint8)
     start = (-buf.ctypes.data) % ALIGNMENT
     return buf[start:start + nbytes].view(dtype).reshape(shape)

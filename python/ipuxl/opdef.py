@@ -59,6 +59,9 @@ __all__ = ["OpDef", "Cost", "define_op", "get_opdef", "registered_ops", "KINDS",
 KINDS = tuple(core.OpKind.__members__) + ("multi_exchange",)
 #: Cost classes of the IPU model: the core's ``CostClass`` but "none".
 COST_CLASSES = tuple(n for n in core.CostClass.__members__ if n != "none")
+# The enums' members, read once (pybind11 builds ``__members__`` anew on each access).
+_COST_CODES = dict(core.CostClass.__members__)
+_KIND_CODES = dict(core.OpKind.__members__)
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ class Cost:
     @property
     def code(self):
         """The core's ``CostClass`` value."""
-        return core.CostClass.__members__[self.cls]
+        return _COST_CODES[self.cls]
 
 Pairs = Tuple[Tuple[int, int], ...]
 PairsRule = Union[Pairs, Callable[..., Sequence[Tuple[int, int]]]]
@@ -165,7 +168,7 @@ class OpDef:
     @property
     def kind_code(self):
         """The core's ``OpKind`` value (not for "multi_exchange")."""
-        return core.OpKind.__members__[self.kind]
+        return _KIND_CODES[self.kind]
 
     def aliases(self, inputs, attrs, graphs=()) -> Pairs:
         """The output/input pairs sharing storage for these inputs and attributes."""

@@ -65,6 +65,9 @@ class TensorSpec(Mapping):
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype}, meta_shape={self.meta_shape})"
 
 
+_OPS_MODULE = None
+
+
 class Tensor:
     """A tensor of a graph. Created by ops and the creation functions, never directly."""
 
@@ -307,9 +310,12 @@ class Tensor:
 
     # ---- methods delegating to ops
     def _ops(self):
-        from . import ops
+        global _OPS_MODULE
+        if _OPS_MODULE is None:
+            from . import ops  # imports this module: bound on first use
 
-        return ops
+            _OPS_MODULE = ops
+        return _OPS_MODULE
 
     def transpose(self, permutation=None):
         return self._ops().transpose(self, permutation)

@@ -81,12 +81,15 @@ def faithful_entry(op, exchange_group: int = -1) -> Entry:
         trip = int(op.attrs["repeat_count"])
     elif kind == "if":
         branches = (list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"]))
-    return Entry(op, kind, d.kernel, op.inputs, op.outputs, attrs, op.aliases, op.modified,
-                 d.side_effects, op.called_graphs, stream, trip, branches, type=op.type,
-                 remote_buffer=remote, collective=collective, exchange_group=exchange_group,
-                 name=op.name, ipu=op.ipu if op.ipu is not None else 0,
-                 tile_set="io" if op.tile_set == "io" else "compute",
-                 context=op.execution_context, cost=d.cost, code_load_graph=code_load)
+    return Entry.make(op=op, kind=kind, kernel=d.kernel, inputs=op.inputs, outputs=op.outputs,
+                      attrs=attrs, aliases=op.aliases, modified=op.modified,
+                      side_effects=d.side_effects, graphs=op.called_graphs, stream=stream,
+                      trip_count=trip, branch_inputs=branches, type=op.type,
+                      remote_buffer=remote, collective=collective,
+                      exchange_group=exchange_group, name=op.name,
+                      ipu=op.ipu if op.ipu is not None else 0,
+                      tile_set="io" if op.tile_set == "io" else "compute",
+                      context=op.execution_context, cost=d.cost, code_load_graph=code_load)
 
 
 def _graph_entries(g, groups: list) -> list:

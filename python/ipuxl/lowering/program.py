@@ -9,7 +9,7 @@ turns either into the core's ``ProgramDesc``.
 Graphs are numbered in discovery order and tensors in graph-then-creation
 order, so the description is the same whatever PYTHONHASHSEED is.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -70,19 +70,34 @@ class Entry:
 
     def __post_init__(self):
         # Own copies of the sequences (a derived entry shares none with its source).
-        for name, value in (("inputs", list(self.inputs)), ("outputs", list(self.outputs)),
-                            ("aliases", [tuple(a) for a in self.aliases]),
-                            ("modified", sorted(set(self.modified))),
-                            ("graphs", list(self.graphs)),
-                            ("branch_inputs", [list(b) for b in self.branch_inputs])):
-            object.__setattr__(self, name, value)
+        _own_sequences(self.__dict__)
+
+    @classmethod
+    def make(cls, **values) -> "Entry":
+        """``Entry(**values)``, without the dataclass's field-by-field
+        ``__setattr__`` (lowering makes one entry per op, copies one per op)."""
+        self = object.__new__(cls)
+        d = self.__dict__
+        d.update(_ENTRY_DEFAULTS)
+        d.update(values)
+        if len(d) != len(_ENTRY_DEFAULTS) + len(_ENTRY_REQUIRED):
+            # A missing or unknown field: the dataclass names it.
+            return cls(**values)
+        _own_sequences(d)
+        return self
 
     def derive(self, **changes) -> "Entry":
         """A copy with ``changes`` (the same op, name and placement)."""
         return replace(self, **changes)
 
     def copy(self) -> "Entry":
-        return replace(self, attrs=dict(self.attrs))
+        """A copy with its own attrs and sequences (``derive(attrs=dict(attrs))``)."""
+        new = object.__new__(Entry)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["attrs"] = dict(self.attrs)
+        _own_sequences(d)
+        return new
 
     def written_inputs(self):
         return [self.inputs[i] for i in self.modified
@@ -90,6 +105,22 @@ class Entry:
 
     def __repr__(self):
         return f"Entry({self.kernel or self.kind}: {self.name})"
+
+
+def _own_sequences(d: dict) -> None:
+    """Replace an entry's sequences (in its ``__dict__``) by its own copies."""
+    d["inputs"] = list(d["inputs"])
+    d["outputs"] = list(d["outputs"])
+    d["aliases"] = [tuple(a) for a in d["aliases"]]
+    d["modified"] = sorted(set(d["modified"]))
+    d["graphs"] = list(d["graphs"])
+    d["branch_inputs"] = [list(b) for b in d["branch_inputs"]]
+
+
+_ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
+                   for f in fields(Entry)
+                   if f.default is not MISSING or f.default_factory is not MISSING}
+_ENTRY_REQUIRED = tuple(f.name for f in fields(Entry) if f.name not in _ENTRY_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -177,8 +208,21 @@ def _placement(t) -> tuple:
     return ipu if ipu is not None else 0, tile_set
 
 
+_CODES: Dict[object, Dict[str, int]] = {}
+
+
+def _table(enum) -> Dict[str, int]:
+    """``{name: code}`` of a core enum. pybind11's ``__members__`` builds a
+    new dict on every access: it is read once per enum (to_desc looks up
+    several codes for every op)."""
+    table = _CODES.get(enum)
+    if table is None:
+        table = _CODES[enum] = {n: int(v) for n, v in enum.__members__.items()}
+    return table
+
+
 def _code(enum, name: str) -> int:
-    return int(enum.__members__[name])
+    return _table(enum)[name]
 
 
 def to_desc(prog: Program, with_data: bool = True):
@@ -203,59 +247,71 @@ def to_desc(prog: Program, with_data: bool = True):
     graph_index = {}
     for g in prog.graphs:
         graph_index[g] = desc.add_graph(g.name or "main")
+    tensor_kind, tile_set_code = _table(core.TensorKind), _table(core.TileSet)
+    kind_code, context_code = _table(core.OpKind), _table(core.ExecContext)
     tensor_index: Dict[object, int] = {}
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
+    add_tensor = desc.add_tensor
+    # The index by object identity: Tensor.__hash__ is Python code, and ops
+    # name their tensors by the objects the records hold (an equal but
+    # different object falls back to tensor_index).
+    by_id: Dict[int, int] = {}
     for g, r in records:
-        idx = desc.add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
-                              _code(core.TensorKind, r.kind), r.ipu,
-                              _code(core.TileSet, r.tile_set))
+        idx = add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
+                         tensor_kind[r.kind], r.ipu, tile_set_code[r.tile_set])
         tensor_index[r.tensor] = idx
+        by_id[id(r.tensor)] = idx
         if r.data is not None and with_data:
             desc.set_tensor_data(idx, np.ascontiguousarray(r.data))
+    program_cost = _cost_fields(None, _code(core.CostClass, "program"))
+    costs: Dict[int, tuple] = {}  # id(Cost) -> its fields (one per op type)
+    add_op = desc.add_op
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
-            ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
-            outs = [tensor_index[t] for t in e.outputs]
-            cost = _cost_fields(e.cost) if e.kind == "kernel" else {
-                "cost_class": _code(core.CostClass, "program")}
-            desc.add_op(gi, e.type, e.name, ins, outs, e.attrs,
-                        [graph_index[cg] for cg in e.graphs], e.aliases,
-                        kernel=e.kernel or "", kind=_code(core.OpKind, e.kind),
-                        modified=e.modified, side_effects=e.side_effects, ipu=e.ipu,
-                        tile_set=_code(core.TileSet, e.tile_set),
-                        context=_code(core.ExecContext, e.context),
-                        stream=stream_index[e.stream] if e.stream != -1 else -1,
-                        trip_count=e.trip_count, branch_inputs=e.branch_inputs, skip=e.skip,
-                        remote_buffer=remote_index[id(e.remote_buffer)]
-                        if e.remote_buffer is not None else -1,
-                        exchange_group=e.exchange_group,
-                        view_streaming_memory=e.view_streaming_memory,
-                        write_host_directly=e.write_host_directly,
-                        code_load_graph=graph_index.get(e.code_load_graph, -1)
-                        if e.code_load_graph is not None else -1,
-                        **cost, **_collective_fields(e.collective))
+            try:
+                ins = [-1 if t is None else by_id[id(t)] for t in e.inputs]
+                outs = [by_id[id(t)] for t in e.outputs]
+            except KeyError:
+                ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
+                outs = [tensor_index[t] for t in e.outputs]
+            if e.kind != "kernel":
+                cost = program_cost
+            else:
+                cost = costs.get(id(e.cost))
+                if cost is None:
+                    cost = costs[id(e.cost)] = _cost_fields(e.cost)
+            coll = e.collective
+            coll_kind, reduce_op, group_of = (0, 0, []) if coll is None else \
+                (int(coll[0]), int(coll[1]), list(coll[2]))
+            # Positional, in the binding's order (pybind11 matches keywords
+            # by a search of its argument names, twice the cost of the call).
+            add_op(gi, e.type, e.name, ins, outs, e.attrs,
+                   [graph_index[cg] for cg in e.graphs], e.aliases,
+                   e.kernel or "", kind_code[e.kind], e.modified, e.side_effects, e.ipu,
+                   tile_set_code[e.tile_set], context_code[e.context],
+                   stream_index[e.stream] if e.stream != -1 else -1,
+                   e.trip_count, e.branch_inputs, e.skip, cost[0],
+                   remote_index[id(e.remote_buffer)] if e.remote_buffer is not None else -1,
+                   coll_kind, reduce_op, group_of, e.exchange_group,
+                   cost[1], cost[2], cost[3], cost[4],
+                   e.view_streaming_memory, e.write_host_directly,
+                   graph_index.get(e.code_load_graph, -1)
+                   if e.code_load_graph is not None else -1)
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index
 
 
-def _cost_fields(cost) -> dict:
-    """The core's cost fields of a kernel entry's Cost (None: class "none",
-    which the IPU model refuses)."""
+def _cost_fields(cost, cls: Optional[int] = None) -> tuple:
+    """The core's cost fields of a kernel entry's Cost, in ``add_op``'s
+    order: (class, vertex, header, per_vector, unroll). None: class "none",
+    which the IPU model refuses; ``cls`` overrides the class (non-kernels)."""
     if cost is None:
-        return {"cost_class": _code(core.CostClass, "none")}
-    return {"cost_class": int(cost.code), "cost_vertex": cost.vertex or "",
-            "cost_header": list(cost.header), "cost_per_vector": list(cost.per_vector),
-            "cost_unroll": list(cost.unroll)}
-
-
-def _collective_fields(c) -> dict:
-    if c is None:
-        return {}
-    kind, op, group_of = c
-    return {"collective_kind": int(kind), "reduce_op": int(op), "group_of": list(group_of)}
+        return (_code(core.CostClass, "none") if cls is None else cls, "", [], [], [])
+    return (int(cost.code), cost.vertex or "", list(cost.header), list(cost.per_vector),
+            list(cost.unroll))
 
 
 def stream_of(e: Entry) -> Optional[object]:
