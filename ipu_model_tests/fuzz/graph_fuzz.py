@@ -21,7 +21,8 @@ atol max|ref64|`` element by element (rtol = atol = 2e-4 for float32 graphs,
 2e-2 for float16): the rounding estimate widens the bound exactly where the
 computation is ill-conditioned and nowhere else.
 
-Graphs whose float64 values leave a safe range (overflow in float16, values
+Graphs whose float64 values leave a safe range (overflow in float16, a
+gradient the float16 estimate cannot represent, values
 too close to a kink of relu/abs/max/clip/where, ties of a max reduction) are
 redrawn from a derived seed, so every accepted graph has one right answer.
 
@@ -659,10 +660,15 @@ def prepare(seed: int, index: int):
                     lo = _farther(lo, lo16, ref)
         except Reject:
             continue
-        # The gradients must be in range too.
+        # The gradients must be in range too, in float64 and in the dtype: a
+        # gradient the rounding estimate cannot represent (the backward of a
+        # float16 log(softmax) whose probability underflowed to 0) is inf or
+        # NaN by the order of the operations, not by a right answer.
         if any(g is not None and (not np.all(np.isfinite(g)) or np.abs(g).max() >
                                    (1e3 if spec.dtype == np.float16 else 1e5))
                for g in ref[1]) or all(g is None for g in ref[1]):
+            continue
+        if any(g is not None and not np.all(np.isfinite(g)) for g in lo[1]):
             continue
         return spec, seeds, ref, lo, attempt
     raise RuntimeError(f"fuzz: no acceptable graph for seed {seed} index {index}")

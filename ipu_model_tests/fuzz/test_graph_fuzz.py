@@ -159,3 +159,15 @@ def _remote_wrong_entry(self, op, a, attrs):
         self.ops.remote_store(rb, attrs["other"], self.ops.mul(x, 2.0))
         return self.ops.remote_load(rb, attrs["other"])
     return _real_op(self, op, a, attrs)
+
+
+def test_gradients_the_dtype_cannot_represent_are_redrawn():
+    # Campaign graph 42042:49739 (as drawn before this rule): float16 log(softmax) of a cube
+    # whose probability underflows to 0; its backward is inf in PyTorch's
+    # order of operations and NaN in ipuxl's. Neither is a right answer, so
+    # the graph is redrawn rather than compared.
+    spec, seeds, ref, lo, attempt = graph_fuzz.prepare(42042, 49739)
+    assert attempt > 0
+    assert any("log_softmax" in graph_fuzz.describe(graph_fuzz.draw(42042, 49739, a))
+               for a in range(attempt))
+    assert all(g is None or np.all(np.isfinite(g)) for g in lo[1])
