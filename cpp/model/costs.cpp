@@ -254,8 +254,16 @@ void Model::cost_gather(const OpRecord& op, OpCost& c) {
   (void)es;
 }
 
-// popops::multiUpdate / dynamicUpdate: updates exchanged to the tiles of
-// the updated tensor, then written in place.
+// popops::multiUpdate / dynamicUpdate / multiUpdateAdd. Two layouts:
+// * the updates sit on no more tiles than the output: they are exchanged
+//   to the output's tiles and written (or added) in place there;
+// * the updates are spread over more tiles than the output (a small
+//   table updated from many rows: an embedding or position-bias
+//   gradient): poplibs' plan splits the lookups over the updates' tiles.
+//   Each of those tiles adds its own updates into an fp32 partial of its
+//   share of the output, and the partials are reduced onto the output's
+//   tiles in two stages of ceil(sqrt(L)) partials each (L partials per
+//   output tile), so no tile receives all the updates.
 void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   for (int t : op.in) ensure_linear(t);
   if (op.out.empty()) return cost_elementwise(op, c, false);
@@ -264,15 +272,45 @@ void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   int64_t upd_bytes = 0;
   for (size_t i = 1; i < op.in.size(); ++i)
     if (op.in[i] >= 0) upd_bytes = std::max<int64_t>(upd_bytes, (int64_t)d_.tensors[op.in[i]].nbytes());
+  // The updates: the largest input not the size of the output (Scatter's
+  // values, ScatterReduce's data; the indices come with them).
+  int upd = -1;
+  const int64_t out_n = d_.tensors[op.out[0]].nelms();
+  for (int t : op.in)
+    if (t >= 0 && d_.tensors[t].nelms() != out_n &&
+        (upd < 0 || d_.tensors[t].nbytes() > d_.tensors[upd].nbytes()))
+      upd = t;
+  const TileMap& src = upd >= 0 ? mapping(upd) : m;
+  const std::string vname = std::string("popops::MultiUpdate<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">";
+  if (src.ipu == m.ipu && src.count > m.count && m.count > 0) {
+    const int64_t es = std::max<int64_t>(1, (int64_t)dtype_size(d_.tensors[op.out[0]].dtype));
+    const int64_t partial_t = ceil_div(m.max_tile(), es) * 4;
+    const int64_t lookups = ceil_div(src.count, m.count);  // partials per output tile
+    int64_t group = 1;
+    while (group * group < lookups) ++group;
+    c.tiles = src;
+    const int64_t upd_t = src.max_tile();
+    c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(upd_t, t_.workers), t_.memcpy_bytes_per_cycle));
+    c.compute += 2 * ew_cycles(group * ceil_div(partial_t, 4), 4, 20, 2, 0);  // the two reduce stages
+    if (op.aliases.empty()) c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
+    Xch x = exchange_in(src, m.ipu, group * partial_t, partial_t * src.count);
+    c.exchange += 2 * x.cycles;
+    c.xcode += 2 * x.code + t_.xc_region * 8;
+    c.vtypes.push_back(vtype(vname, 600));
+    c.vtypes.push_back(vtype("popops::Reduce<Add,float>", 600));
+    c.state = 32 + 24;
+    c.programs += 4;
+    c.temp += partial_t * (1 + group);  // its partial and one stage's received partials
+    return;
+  }
   const int64_t bytes_t = std::min<int64_t>(upd_bytes, std::max<int64_t>(m.max_tile(), ceil_div(upd_bytes, std::max(1, m.count)) * 2));
-  const TileMap& src = op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m;
-  Xch x = exchange_in(src, m.ipu, bytes_t, upd_bytes);
+  Xch x = exchange_in(op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m, m.ipu, bytes_t, upd_bytes);
   c.exchange += x.cycles;
   (x.global ? c.gxcode : c.xcode) += x.code + t_.xc_region * 8;
   c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(bytes_t, t_.workers), t_.memcpy_bytes_per_cycle));
   if (op.aliases.empty())  // out of place: the input is copied first
     c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
-  c.vtypes.push_back(vtype(std::string("popops::MultiUpdate<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 600));
+  c.vtypes.push_back(vtype(vname, 600));
   c.state = 32;
   c.programs += 2;
   c.temp += bytes_t;
@@ -355,6 +393,7 @@ void Model::cost_remote(const OpRecord& op, OpCost& c) {
   c.hxcode = t_.hxc_program + t_.xc_region;
   c.copy_desc = t_.copy_descriptor;
   c.programs = 2;
+  c.temp = m.max_tile();  // the landing pad, live only during this step
   const int b = op.remote_buffer;
   if (b >= 0 && b < (int)pad_map_.size() && !pad_mapped_[b]) {
     pad_map_[b] = m;
