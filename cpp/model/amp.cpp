@@ -53,70 +53,84 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
   bool have = false, have_small = false;
   double small_mem = 1e300;
   const int64_t wload = outG * inG * es / 8;
-  for (int64_t pg : cg)
-    for (int64_t pm : cm)
-      for (int64_t pn : cn) {
-        if (pg * pm * pn > tiles) continue;
-        for (int64_t pk : ck) {
-          if (pg * pm * pn * pk > tiles) continue;
-          Plan p;
-          p.pg = pg, p.pm = pm, p.pn = pn, p.pk = pk;
-          const int64_t g = grouped ? ceil_div(G, pg) : 1;
-          const int64_t m = ceil_div(rows_all, pm);
-          const int64_t n = std::min(N, ceil_div(ng, pn) * outG);
-          const int64_t k = std::min(K, ceil_div(kg, pk) * inG);
-          const int64_t passes = g * ceil_div(n, outG) * ceil_div(k, inG);
-          const int64_t nw = ceil_div(m, t_.workers);
-          // ConvPartial1x1Out worker cycles (§3.1): fp32 46 + (n-3)*8,
-          // fp16 34 + (n-3)*4 for n >= 3; nx1 figures below that.
-          int64_t wc;
-          if (nw >= 3) wc = (half ? 34 : 46) + (nw - 3) * ec;
-          else if (nw == 2) wc = half ? 33 : 44;
-          else wc = half ? 29 : 33;
-          p.compute = 50 + passes * (t_.workers * wc + wload + 15);
-          // A created by the plan lives on the tiles of one column group:
-          // the other column groups still receive their copy of it, as B
-          // created by the plan is received by all but one row group.
-          const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
-          p.a_t = a_resident && pn == 1 ? 0 : a_resident_t;
-          p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
-          p.b_t = b_resident && pm == 1 ? 0 : p.b_resident_t;
-          p.exch_in = t_.sync_internal_cycles +
-                      ceil_div(p.a_t, t_.exchange_bytes_per_cycle * (pn > 1 ? 2 : 1)) +
-                      ceil_div(p.b_t, t_.exchange_bytes_per_cycle * (pm > 1 ? 2 : 1));
-          const int64_t used = p.tiles();
-          if (pk > 1) {
-            const int64_t E = G * M * N;
-            const int64_t e_t = ceil_div(E, used);
-            p.partial_t = g * m * n * 4;
-            p.recv_t = e_t * pk * 4;
-            p.exch_out = t_.sync_internal_cycles +
-                         ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle);
-            p.reduce = ew_cycles(e_t * pk, 4, 20, 2, 0);
-          }
-          const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t +
-                                      (b_resident ? p.b_resident_t : 0) +
-                                      (a_resident ? a_resident_t : 0));
-          if (mem <= budget) {
-            if (!have || p.cycles() < best.cycles() ||
-                (p.cycles() == best.cycles() && used < best.tiles())) {
-              best = p;
-              have = true;
-            }
-          } else if (!have_small || mem < small_mem) {
-            small = p;
-            small_mem = mem;
-            have_small = true;
-          }
-          (void)K;
-        }
+  // One candidate: pg x pm x pn x pk tiles, the columns in ps serial
+  // steps (poplin's serial output-channel split: the same tiles compute
+  // one column block after the other, so B's pieces, the partials and
+  // their reduction buffers are a block's).
+  auto consider = [&](int64_t pg, int64_t pm, int64_t pn, int64_t pk, int64_t ps) {
+    Plan p;
+    p.pg = pg, p.pm = pm, p.pn = pn, p.pk = pk, p.ps = ps;
+    const int64_t g = grouped ? ceil_div(G, pg) : 1;
+    const int64_t m = ceil_div(rows_all, pm);
+    const int64_t n_groups = ceil_div(ceil_div(ng, pn), ps);  // output-channel groups per step
+    const int64_t n = std::min(N, n_groups * outG);
+    const int64_t k = std::min(K, ceil_div(kg, pk) * inG);
+    const int64_t passes = ps * g * n_groups * ceil_div(k, inG);
+    const int64_t nw = ceil_div(m, t_.workers);
+    // ConvPartial1x1Out worker cycles (§3.1): fp32 46 + (n-3)*8,
+    // fp16 34 + (n-3)*4 for n >= 3; nx1 figures below that.
+    int64_t wc;
+    if (nw >= 3) wc = (half ? 34 : 46) + (nw - 3) * ec;
+    else if (nw == 2) wc = half ? 33 : 44;
+    else wc = half ? 29 : 33;
+    p.compute = 50 + passes * (t_.workers * wc + wload + 15);
+    // Operands the plan lays out are spread over all its tiles (poplin
+    // maps each piece over the tiles that use it): with pn == 1 (A) or
+    // pm == 1 (B) each tile holds its own piece, else every tile of the
+    // row / column receives the whole piece.
+    const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
+    p.a_t = a_resident && pn == 1 ? 0 : a_resident_t;
+    p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
+    p.b_t = b_resident && pm == 1 && ps == 1 ? 0 : p.b_resident_t;
+    p.exch_in = t_.sync_internal_cycles * ps +
+                ceil_div(p.a_t, t_.exchange_bytes_per_cycle * (pn > 1 ? 2 : 1)) +
+                ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle * (pm > 1 ? 2 : 1));
+    const int64_t used = p.tiles();
+    if (pk > 1) {
+      const int64_t E = G * M * N;
+      const int64_t e_t = ceil_div(ceil_div(E, used), ps);
+      p.partial_t = g * m * n * 4;
+      p.recv_t = e_t * pk * 4;
+      p.exch_out = ps * (t_.sync_internal_cycles +
+                         ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle));
+      p.reduce = ps * ew_cycles(e_t * pk, 4, 20, 2, 0);
+    }
+    // B's share resident on each tile counts against the budget, as it did
+    // for its piece before it was spread.
+    const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t +
+                                (b_resident ? ceil_div(p.b_resident_t, pm) : 0) +
+                                (a_resident ? ceil_div(a_resident_t, pn) : 0));
+    if (mem <= budget) {
+      if (!have || p.cycles() < best.cycles() ||
+          (p.cycles() == best.cycles() && used < best.tiles())) {
+        best = p;
+        have = true;
       }
+    } else if (!have_small || mem < small_mem) {
+      small = p;
+      small_mem = mem;
+      have_small = true;
+    }
+  };
+  // Serial steps only when no parallel plan fits (poplin adds them under
+  // memory pressure), doubling up to one output-channel group per step.
+  for (int64_t ps = 1; ps == 1 || (!have && ps <= ng); ps *= 2)
+    for (int64_t pg : cg)
+      for (int64_t pm : cm)
+        for (int64_t pn : cn) {
+          if (pg * pm * pn > tiles || ceil_div(ng, pn) < ps) continue;
+          for (int64_t pk : ck) {
+            if (pg * pm * pn * pk > tiles) continue;
+            consider(pg, pm, pn, pk, ps);
+          }
+        }
+  (void)K;
   Plan p = have ? best : small;
   // Vertex state: the AMP vertex's worklists (a pointer per input- and
   // output-channel group, one entry per worker) and, when K is split,
   // the partials' reduction vertex (§5.5 form).
   const int64_t g = grouped ? ceil_div(G, p.pg) : 1;
-  const int64_t n = std::min(N, ceil_div(ng, p.pn) * outG);
+  const int64_t n = std::min(N, ceil_div(ceil_div(ng, p.pn), p.ps) * outG);
   const int64_t k = std::min(K, ceil_div(kg, p.pk) * inG);
   p.state = 32 + 4 * g * (ceil_div(k, inG) + ceil_div(n, outG)) + 4 * t_.workers + (p.pk > 1 ? 32 : 0);
   // Exchange code: the program bringing each tile its pieces of A and B,
@@ -124,7 +138,7 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
   // otherwise are rearranged first, cost_amp), and when K is split the
   // one sending the partials to their reducing tile (a region from each
   // of the pk tiles).
-  p.xcode = t_.xc_program + t_.xc_region * 2 +
+  p.xcode = t_.xc_program * p.ps + t_.xc_region * 2 +
             (p.pk > 1 ? t_.xc_program + t_.xc_region * (p.pk + 1) : 0);
   return p;
 }
@@ -213,10 +227,11 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   TileMap range = op_range(op.placement, p.tiles());
   const int64_t es = (int64_t)dtype_size(A.dtype);
   // Creator layouts: operands nobody laid out yet are created by the op
-  // (PopART InputCreatorType::CanCreate), spread over the tiles of the
-  // first row (A) / column (B) slice of the plan.
-  const TileMap b_plan = spread(range, p.pg * p.pn * p.pk, B.nelms(), (int64_t)dtype_size(B.dtype));
-  const TileMap a_plan = spread(range, p.pg * p.pm * p.pk, A.nelms(), es);
+  // (PopART InputCreatorType::CanCreate), spread over all the tiles of
+  // the plan (poplin's createWeights / createInput map each piece over
+  // the tiles that use it, so no tile holds more than its share).
+  const TileMap b_plan = spread(range, p.tiles(), B.nelms(), (int64_t)dtype_size(B.dtype));
+  const TileMap a_plan = spread(range, p.tiles(), A.nelms(), es);
   if (b_res) set_map(b, b_plan);
   if (a_res) set_map(a, a_plan);
   set_map(op.out[0], spread(range, p.tiles(), O.nelms(), (int64_t)dtype_size(O.dtype)));
@@ -260,9 +275,9 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   rearrange(b, b_res, b_plan);
   c.temp = p.a_t + p.b_t + p.partial_t + p.recv_t;
   char buf[160];
-  snprintf(buf, sizeof buf, "tiles %lld = groups %lld x rows %lld x cols %lld x k %lld",
+  snprintf(buf, sizeof buf, "tiles %lld = groups %lld x rows %lld x cols %lld x k %lld%s",
            (long long)p.tiles(), (long long)p.pg, (long long)p.pm, (long long)p.pn,
-           (long long)p.pk);
+           (long long)p.pk, p.ps > 1 ? (", cols in " + std::to_string(p.ps) + " serial steps").c_str() : "");
   c.plan = buf;
 }
 

@@ -238,7 +238,11 @@ void Model::code_walk() {
 
 // Remote buffers take no tile memory but their landing pads: one per
 // buffer, two when a MultiExchange both loads and stores it (§1.6,
-// remoteBufferSeparateLoadStorePadsRequired). Pads are always live.
+// remoteBufferSeparateLoadStorePadsRequired). A pad is written and read
+// within one RemoteLoad (entry -> pad -> tensor) or RemoteStore (tensor
+// -> pad -> entry), so Poplar's liveness keeps it only during that step
+// (a temporary of the step, cost_remote), not always live; the report
+// gives each buffer's pad bytes.
 void Model::remote_buffers() {
   const size_t nb = d_.remote_buffers.size();
   r_.remote_buffers.assign(nb, RemoteBufferReport{});
@@ -267,7 +271,6 @@ void Model::remote_buffers() {
     if (!pad_mapped_[b]) continue;  // never loaded or stored: no pad
     rr.pads = two.count((int)b) ? 2 : 1;
     rr.pad_bytes = rr.pads * pad_map_[b].total();
-    add_map(cat_[kVariables], pad_map_[b], (double)rr.pads);
   }
 }
 

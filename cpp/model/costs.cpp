@@ -328,57 +328,63 @@ void Model::cost_gather(const OpRecord& op, OpCost& c) {
   (void)es;
 }
 
-// popops::multiUpdate / dynamicUpdate: updates exchanged to the tiles of
-// the updated tensor, then written in place.
+// popops::multiUpdate / dynamicUpdate / multiUpdateAdd. Two layouts:
+// * the updates sit on no more tiles than the output: they are exchanged
+//   to the output's tiles and written (or added) in place there;
+// * the updates are spread over more tiles than the output (a small
+//   table updated from many rows: an embedding or position-bias
+//   gradient): poplibs' plan splits the lookups over the updates' tiles.
+//   Each of those tiles adds its own updates into an fp32 partial of its
+//   share of the output, and the partials are reduced onto the output's
+//   tiles in two stages of ceil(sqrt(L)) partials each (L partials per
+//   output tile), so no tile receives all the updates.
 void Model::cost_scatter(const OpRecord& op, OpCost& c) {
   for (int t : op.in) ensure_linear(t);
   if (op.out.empty()) return cost_elementwise(op, c, false);
   TileMap m = output_like_input(op, op.out[0]);
   c.tiles = m;
   int64_t upd_bytes = 0;
+  for (size_t i = 1; i < op.in.size(); ++i)
+    if (op.in[i] >= 0) upd_bytes = std::max<int64_t>(upd_bytes, (int64_t)d_.tensors[op.in[i]].nbytes());
+  // The updates: the largest input not the size of the output (Scatter's
+  // values, ScatterReduce's data; the indices come with them).
   int upd = -1;
-  int64_t upd_n = 0;  // the updates: the largest input that is not the table
-  for (size_t i = 0; i < op.in.size(); ++i)
-    if (op.in[i] >= 0 && d_.tensors[op.in[i]].nelms() > upd_n &&
-        (i > 0 || d_.tensors[op.in[i]].nelms() != d_.tensors[op.out[0]].nelms()))
-      upd_n = d_.tensors[op.in[i]].nelms(), upd = op.in[i];
-  if (upd >= 0) upd_bytes = (int64_t)d_.tensors[upd].nbytes();
-  if (upd >= 0 && upd_bytes > 2 * m.total() && mapping(upd).count > 2 * m.count) {
-    // Many updates into a small table (a scatter-reduce's gradient of an
-    // embedding or bias): popops' multiUpdateAdd plan leaves the updates
-    // on their tiles, each adds its updates into a partial table, and the
-    // partials are reduced onto the table's tiles (a reduction's second
-    // stage, spread over the update tiles).
-    const TileMap& um = mapping(upd);
-    const int64_t es = (int64_t)dtype_size(d_.tensors[op.out[0]].dtype);
-    const int64_t part_t = std::min<int64_t>(m.total(), um.max_tile());
-    const int64_t total = part_t * um.count;
-    const int64_t stage =
-        std::max<int64_t>(1, std::min<int64_t>(um.count, std::max<int64_t>(m.count, ceil_div(m.total(), es))));
-    const int64_t recv_t = ceil_div(total, stage);
-    c.tiles = um;
-    Xch x = exchange_in(um, m.ipu, std::max(part_t, recv_t), total);
-    c.exchange += x.cycles;
-    (x.global ? c.gxcode : c.xcode) += x.code + t_.xc_region * 8;
-    c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(um.max_tile(), t_.workers), t_.memcpy_bytes_per_cycle)) +
-                ew_cycles(ceil_div(recv_t, es), es, 20, 2, 0);
+  const int64_t out_n = d_.tensors[op.out[0]].nelms();
+  for (int t : op.in)
+    if (t >= 0 && d_.tensors[t].nelms() != out_n &&
+        (upd < 0 || d_.tensors[t].nbytes() > d_.tensors[upd].nbytes()))
+      upd = t;
+  const TileMap& src = upd >= 0 ? mapping(upd) : m;
+  const std::string vname = std::string("popops::MultiUpdate<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">";
+  if (src.ipu == m.ipu && src.count > m.count && m.count > 0) {
+    const int64_t es = std::max<int64_t>(1, (int64_t)dtype_size(d_.tensors[op.out[0]].dtype));
+    const int64_t partial_t = ceil_div(m.max_tile(), es) * 4;
+    const int64_t lookups = ceil_div(src.count, m.count);  // partials per output tile
+    int64_t group = 1;
+    while (group * group < lookups) ++group;
+    c.tiles = src;
+    const int64_t upd_t = src.max_tile();
+    c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(upd_t, t_.workers), t_.memcpy_bytes_per_cycle));
+    c.compute += 2 * ew_cycles(group * ceil_div(partial_t, 4), 4, 20, 2, 0);  // the two reduce stages
     if (op.aliases.empty()) c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
-    c.vtypes.push_back(vtype(std::string("popops::MultiUpdateAdd<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 600));
-    c.vtypes.push_back(vtype(std::string("popops::ReducePartials<Add,") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 400));
-    c.state = 56;
-    c.programs += 3;
-    c.temp += part_t + ceil_div(recv_t * stage, std::max(1, um.count));
+    Xch x = exchange_in(src, m.ipu, group * partial_t, partial_t * src.count);
+    c.exchange += 2 * x.cycles;
+    c.xcode += 2 * x.code + t_.xc_region * 8;
+    c.vtypes.push_back(vtype(vname, 600));
+    c.vtypes.push_back(vtype("popops::Reduce<Add,float>", 600));
+    c.state = 32 + 24;
+    c.programs += 4;
+    c.temp += partial_t * (1 + group);  // its partial and one stage's received partials
     return;
   }
   const int64_t bytes_t = std::min<int64_t>(upd_bytes, std::max<int64_t>(m.max_tile(), ceil_div(upd_bytes, std::max(1, m.count)) * 2));
-  const TileMap& src = op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m;
-  Xch x = exchange_in(src, m.ipu, bytes_t, upd_bytes);
+  Xch x = exchange_in(op.in.size() > 1 && op.in[1] >= 0 ? mapping(op.in[1]) : m, m.ipu, bytes_t, upd_bytes);
   c.exchange += x.cycles;
   (x.global ? c.gxcode : c.xcode) += x.code + t_.xc_region * 8;
   c.compute = t_.supervisor_cycles + 6 * (24 + ceil_div(ceil_div(bytes_t, t_.workers), t_.memcpy_bytes_per_cycle));
   if (op.aliases.empty())  // out of place: the input is copied first
     c.compute += ceil_div(m.max_tile(), t_.memcpy_bytes_per_cycle);
-  c.vtypes.push_back(vtype(std::string("popops::MultiUpdate<") + dtype_name(d_.tensors[op.out[0]].dtype) + ">", 600));
+  c.vtypes.push_back(vtype(vname, 600));
   c.state = 32;
   c.programs += 2;
   c.temp += bytes_t;
@@ -492,6 +498,7 @@ void Model::cost_remote(const OpRecord& op, OpCost& c) {
   c.hxcode = t_.hxc_program + t_.xc_region;
   c.copy_desc = t_.copy_descriptor;
   c.programs = 2;
+  c.temp = m.max_tile();  // the landing pad, live only during this step
   const int b = op.remote_buffer;
   if (b >= 0 && b < (int)pad_map_.size() && !pad_mapped_[b]) {
     pad_map_[b] = m;

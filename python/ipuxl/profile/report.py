@@ -401,7 +401,7 @@ class Profile:
             pads = sum(b["pad_bytes"] for b in self.remote_buffers)
             lines.append(f"Streaming Memory (off chip): {off:,} B per replica in "
                          f"{len(self.remote_buffers)} remote buffer(s); landing pads on chip: "
-                         f"{pads:,} B (in 'variables')")
+                         f"{pads:,} B (not always live: during each load or store)")
         fns = self.functions()
         if fns:
             lines.append(f"{'graph':<32}{'instances':>10}{'calls':>7}{'code B':>12}{'cycles':>12}")
