@@ -99,6 +99,9 @@ _DENSE = dict(dense.RECORDED, totalMemory=dense.TOTAL_MEMORY, cycleEst=dense.CYC
 _DENSE_GAPS = {
     "maxLive": "the matmul plan's temporaries hold more replicated activation pieces than "
                "poplin's plan (liveness and plan temporaries, issue 46 item 2)",
+    "internalExchangeCode": "with the streamed input laid out by the matmul (no rearranging "
+                            "copy, as Poplar's allocation does), the model's plan has half the "
+                            "layer's recorded exchange code; the missing part is not yet found",
 }
 
 ROWS: List[Row] = [
@@ -110,7 +113,7 @@ ROWS: List[Row] = [
     Row("bert_large_squad", "vertexCode", 9_887_022, 2.0, None, BERT_SOURCE,
         lambda p: float(p.totals["vertexCode"])),
     Row("bert_large_squad", "exchangeCode", 27_805_164, 2.0, None, BERT_SOURCE,
-        lambda p: float(p.totals["internalExchangeCode"]), known_gap=SHARED_EXCHANGES),
+        lambda p: float(p.totals["internalExchangeCode"])),
     Row("bert_large_squad", "maxVariableUsage", 718_514_294, 2.0, None, BERT_SOURCE,
         max_variable_usage),
     # test_layer_breakdown: a middle layer (5) and the first one.
