@@ -107,6 +107,26 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
 constexpr int64_t kBatchSplitMaxMacs = int64_t(1) << 21;
 constexpr int64_t kBatchSplitMinMacs = int64_t(1) << 16;
 
+// Runs one(i) for the nb products of a batched matmul of `macs`
+// multiply-adds each. Small products (attention heads) go whole to a
+// thread, so each is computed exactly as it would be alone (the GEMM splits
+// only rows and columns of C, never K); up to four chunks per thread,
+// claimed by whichever thread is free (a descheduled thread holds up one
+// chunk, not a half). Larger products run one after the other, each split
+// by the GEMM itself.
+template <class One>
+void run_batched(int64_t nb, int64_t macs, const One& one) {
+  if (nb > 1 && macs <= kBatchSplitMaxMacs) {
+    const int64_t per = std::max<int64_t>(1, kBatchSplitMinMacs / std::max<int64_t>(macs, 1));
+    parallel_for_chunks(nb, std::min<int64_t>(4 * num_threads(), (nb + per - 1) / per),
+                        [&](int64_t b0, int64_t b1) {
+                          for (int64_t i = b0; i < b1; ++i) one(i);
+                        });
+    return;
+  }
+  for (int64_t i = 0; i < nb; ++i) one(i);
+}
+
 std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bias, bool gelu) {
   d.expect_arity(2, 1);
   d.expect_same_dtype(*d.in[0], *d.in[1]);
@@ -211,21 +231,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
             blas::sgemm_with(impl, ta, tb, M, N, K, 1.0f, A + a_off[(size_t)i], ta ? M : K,
                              B + b_off[(size_t)i], tb ? K : N, 0.0f, O + i * M * N, N);
           };
-          if (nb > 1 && M * N * K <= kBatchSplitMaxMacs) {
-            // Small products (attention heads): whole products per thread;
-            // each is then computed by one thread exactly as it would be
-            // alone (the GEMM splits only rows and columns of C, never K).
-            // Up to four chunks per thread, claimed by whichever thread is
-            // free (a descheduled thread holds up one chunk, not a half).
-            const int64_t per = std::max<int64_t>(
-                1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1));
-            parallel_for_chunks(nb, std::min<int64_t>(4 * num_threads(), (nb + per - 1) / per),
-                                [&](int64_t b0, int64_t b1) {
-                                  for (int64_t i = b0; i < b1; ++i) one(i);
-                                });
-            return;
-          }
-          for (int64_t i = 0; i < nb; ++i) one(i);
+          run_batched(nb, M * N * K, one);
         });
   }
   if (dt == DType::Float16) {
@@ -250,16 +256,7 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
                              A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
                              O + i * M * N, N);
           };
-          if (nb > 1 && M * N * K <= kBatchSplitMaxMacs) {
-            const int64_t per = std::max<int64_t>(
-                1, kBatchSplitMinMacs / std::max<int64_t>(M * N * K, 1));
-            parallel_for_chunks(nb, std::min<int64_t>(4 * num_threads(), (nb + per - 1) / per),
-                                [&](int64_t b0, int64_t b1) {
-                                  for (int64_t i = b0; i < b1; ++i) one(i);
-                                });
-          } else {
-            for (int64_t i = 0; i < nb; ++i) one(i);
-          }
+          run_batched(nb, M * N * K, one);
           half::from_float_parallel(O, o->as<f16>(), no);
         });
   }
