@@ -457,6 +457,25 @@ class TestDevices:
         with sess:
             np.testing.assert_allclose(sess.run({h: X})[d], X * 2)
 
+    def test_ipu_hw_warning_does_not_take_the_alias_for_the_sdk(self, capfd, monkeypatch):
+        # With the compat alias installed, `import popart` finds ipuxl's own
+        # module; that is not a Poplar SDK and the warning must say so.
+        import importlib.util
+
+        from ipuxl import compat
+
+        monkeypatch.delenv("IPUXL_REQUIRE_IPU_HW", raising=False)
+        monkeypatch.delenv("POPXL_OFFLINE_DEVICE", raising=False)
+        compat.install()
+        try:
+            assert importlib.util.find_spec("popart") is not None
+            ir, h, d = _scale_ir()
+            popxl.Session(ir, "ipu_hw")
+        finally:
+            compat.uninstall()
+        err = capfd.readouterr().err
+        assert "no Poplar SDK is importable" in err, err
+
     def test_ipu_hw_required(self, monkeypatch):
         monkeypatch.setenv("IPUXL_REQUIRE_IPU_HW", "1")
         monkeypatch.delenv("POPXL_OFFLINE_DEVICE", raising=False)

@@ -16,7 +16,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["install", "uninstall", "ALIASES"]
+__all__ = ["install", "uninstall", "ALIASES", "real_package_importable"]
 
 ALIASES = {"popxl": "ipuxl", "popxl_addons": "ipuxl.addons", "popdist": "ipuxl.popdist",
            "popart": "ipuxl.popart_api"}
@@ -55,6 +55,18 @@ class _AliasLoader(importlib.abc.Loader):
         return None
 
 
+def real_package_importable(name: str) -> bool:
+    """Whether a package called ``name`` other than ipuxl's alias of it can be
+    imported (for example the SDK's ``popart``): every finder but the alias
+    is asked, and nothing is imported."""
+    for finder in sys.meta_path:
+        if isinstance(finder, _AliasFinder) or not hasattr(finder, "find_spec"):
+            continue
+        if finder.find_spec(name, None) is not None:
+            return True
+    return False
+
+
 class _AliasFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         top, _, rest = fullname.partition(".")
@@ -62,11 +74,8 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             return None
         if not rest:
             # A real package of that name wins: ask every other finder first.
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                if finder.find_spec(fullname, path, target) is not None:
-                    return None
+            if real_package_importable(fullname):
+                return None
         else:
             # Submodules are aliased only when the top-level name is ours;
             # otherwise the normal finders would load ipuxl's files a second

@@ -30,9 +30,11 @@ HW_FALLBACK_ENV = "IPUXL_REQUIRE_IPU_HW"
 
 
 def _sdk_importable() -> bool:
-    import importlib.util
+    """Whether the SDK's own ``popart`` is importable; ipuxl's compat alias of
+    that name is not the SDK."""
+    from . import compat
 
-    return importlib.util.find_spec("popart") is not None
+    return compat.real_package_importable("popart")
 
 
 def _exclusive(method):
