@@ -257,8 +257,8 @@ class Model {
   void cost_collective(const OpRecord& op, OpCost& c);
 
   // ---- matmul and convolution plans on the AMP unit (amp.cpp)
-  // Values v in [1, x] giving distinct ceil(x / v), thinned to at most 40.
-  static std::vector<int64_t> splits(int64_t x, int64_t cap);
+  // Values v in [1, x] giving distinct ceil(x / v), thinned to at most `keep`.
+  static std::vector<int64_t> splits(int64_t x, int64_t cap, size_t keep = 40);
   // A poplin-like plan: the output's rows (M), columns (N, in groups of the
   // AMP's output channels) and the contraction (K, in groups of its input
   // channels) split over tiles; the plan with the fewest estimated cycles
