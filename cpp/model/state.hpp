@@ -150,7 +150,7 @@ class Model {
   // `bytes` spread evenly (in elements of `es` bytes) over `tiles` tiles of
   // `where`'s set from its first tile.
   static TileMap spread(const TileMap& where, int64_t tiles, int64_t nelms, int64_t es);
-  // A range of `count` tiles for an op's own plan, rotating like linear().
+  // A range of `count` tiles for an op's own plan, from the set's first tile (poplin).
   TileMap op_range(const Placement& p, int64_t count);
   // m with the bytes of a tensor of `es` bytes per element instead of `from_es`.
   static TileMap rescale(TileMap m, int64_t from_es, int64_t es);
