@@ -290,6 +290,12 @@ class Model {
   void control_add(Acc& a, int ipu, int64_t each);
   void mark_vertices(const OpCost& c);
   void copy_code(Acc& a, int src, int dst, int ipu);
+  // Exchange programs with the same pattern share their code (Poplar
+  // reuses identical copies' code): the key of an op's exchanges and of a
+  // Copy; exchange_seen() records a key and says whether it was known.
+  bool exchange_seen(const std::string& key);
+  std::string op_exchange_key(int op_id) const;
+  std::string copy_exchange_key(int src, int dst) const;
   void walk_code(const Node& n, Acc& a, int site_ipu);
   const Node& body_of(int g) const;
   void code_walk();
@@ -339,6 +345,8 @@ class Model {
   std::vector<std::string> vtype_names_;
   std::vector<int64_t> vtype_code_;
   std::vector<std::vector<char>> vcover_;
+  std::set<std::string> xseen_;      // exchange patterns whose code exists
+  std::vector<char> xshared_;        // per op: its internal exchange code is another's
   // Code of each call site (Call, Repeat, If op) of one instance of its
   // graph: its copies and control programs, not the callee's body.
   struct SiteCode {
