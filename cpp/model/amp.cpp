@@ -7,8 +7,8 @@
 namespace ipuxl {
 namespace model {
 
-// Values v in [1, x] giving distinct ceil(x / v), thinned to at most 40.
-std::vector<int64_t> Model::splits(int64_t x, int64_t cap) {
+// Values v in [1, x] giving distinct ceil(x / v), thinned to at most `keep`.
+std::vector<int64_t> Model::splits(int64_t x, int64_t cap, size_t keep) {
   std::vector<int64_t> v;
   x = std::max<int64_t>(1, x);
   int64_t last = -1;
@@ -23,9 +23,9 @@ std::vector<int64_t> Model::splits(int64_t x, int64_t cap) {
     int64_t nq = ceil_div(x, s - 1);
     q = std::max(q + 1, nq);
   }
-  if (v.size() > 40) {
+  if (v.size() > keep && keep >= 2) {
     std::vector<int64_t> thin;
-    for (size_t i = 0; i < 40; ++i) thin.push_back(v[i * (v.size() - 1) / 39]);
+    for (size_t i = 0; i < keep; ++i) thin.push_back(v[i * (v.size() - 1) / (keep - 1)]);
     thin.erase(std::unique(thin.begin(), thin.end()), thin.end());
     v = thin;
   }
@@ -77,14 +77,25 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
     // Operands the plan lays out are spread over all its tiles (poplin
     // maps each piece over the tiles that use it): with pn == 1 (A) or
     // pm == 1 (B) each tile holds its own piece, else every tile of the
-    // row / column receives the whole piece.
+    // row / column receives the whole piece but the share it holds itself
+    // (the piece is spread over the tiles that use it).
     const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
-    p.a_t = a_resident && pn == 1 ? 0 : a_resident_t;
+    p.a_t = a_resident && pn == 1 ? 0
+            : a_resident      ? a_resident_t - a_resident_t / pn
+                              : a_resident_t;
     p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
-    p.b_t = b_resident && pm == 1 && ps == 1 ? 0 : p.b_resident_t;
+    p.b_t = b_resident && pm == 1 && ps == 1 ? 0
+            : b_resident && ps == 1        ? p.b_resident_t - p.b_resident_t / pm
+                                           : p.b_resident_t;
+    // poplin's ExchangeEstimator: the output-channel groups are the
+    // innermost tile dimension, so the tiles receiving the same piece of A
+    // are neighbours and share a bus (twice the rate) only when the column
+    // split is a multiple of the tiles per bus; B's pieces move at the
+    // plain rate.
+    const int64_t a_share = pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
     p.exch_in = t_.sync_internal_cycles * ps +
-                ceil_div(p.a_t, t_.exchange_bytes_per_cycle * (pn > 1 ? 2 : 1)) +
-                ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle * (pm > 1 ? 2 : 1));
+                ceil_div(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
+                ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle);
     const int64_t used = p.tiles();
     if (pk > 1) {
       const int64_t E = G * M * N;
@@ -96,8 +107,11 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
       p.reduce = ps * ew_cycles(e_t * pk, 4, 20, 2, 0);
     }
     // B's share resident on each tile counts against the budget, as it did
-    // for its piece before it was spread.
-    const double mem = (double)(p.a_t + p.b_t + p.partial_t + p.recv_t +
+    // for its piece before it was spread. The operand pieces and partials
+    // live while the compute set runs; the received partials while the
+    // reduction runs, after the pieces are dead: poplin's totalTempBytes is
+    // the larger of its convTempBytes and reduceTempBytes, not their sum.
+    const double mem = (double)(std::max(p.a_t + p.b_t + p.partial_t, p.recv_t) +
                                 (b_resident ? ceil_div(p.b_resident_t, pm) : 0) +
                                 (a_resident ? ceil_div(a_resident_t, pn) : 0));
     if (mem <= budget) {
@@ -124,6 +138,34 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
             consider(pg, pm, pn, pk, ps);
           }
         }
+  // poplin's planner searches every split; the grid above is thinned, so
+  // the best plan is refined over the splits between its grid neighbours,
+  // one dimension at a time.
+  auto between = [&](int64_t x, const std::vector<int64_t>& grid, int64_t v) {
+    std::vector<int64_t> out;
+    if (grid.size() < 2) return out;
+    auto it = std::lower_bound(grid.begin(), grid.end(), v);
+    const int64_t lo = it == grid.begin() ? v : *(it - 1);
+    const int64_t hi = (it == grid.end() || it + 1 == grid.end()) ? v : *(it + 1);
+    for (int64_t q : splits(x, tiles, (size_t)-1))
+      if (q > lo && q < hi && q != v) out.push_back(q);
+    return out;
+  };
+  for (int round = 0; have && round < 2; ++round) {
+    const Plan b = best;
+    auto fits = [&](int64_t pg, int64_t pm, int64_t pn, int64_t pk) {
+      return pg * pm * pn * pk <= tiles && ceil_div(ng, pn) >= b.ps;
+    };
+    for (int64_t q : between(rows_all, cm, b.pm))
+      if (fits(b.pg, q, b.pn, b.pk)) consider(b.pg, q, b.pn, b.pk, b.ps);
+    for (int64_t q : between(ng, cn, b.pn))
+      if (fits(b.pg, b.pm, q, b.pk)) consider(b.pg, b.pm, q, b.pk, b.ps);
+    for (int64_t q : between(kg, ck, b.pk))
+      if (fits(b.pg, b.pm, b.pn, q)) consider(b.pg, b.pm, b.pn, q, b.ps);
+    if (grouped)
+      for (int64_t q : between(G, cg, b.pg))
+        if (fits(q, b.pm, b.pn, b.pk)) consider(q, b.pm, b.pn, b.pk, b.ps);
+  }
   (void)K;
   Plan p = have ? best : small;
   // Vertex state: the AMP vertex's worklists (a pointer per input- and
@@ -133,12 +175,17 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
   const int64_t n = std::min(N, ceil_div(ceil_div(ng, p.pn), p.ps) * outG);
   const int64_t k = std::min(K, ceil_div(kg, p.pk) * inG);
   p.state = 32 + 4 * g * (ceil_div(k, inG) + ceil_div(n, outG)) + 4 * t_.workers + (p.pk > 1 ? 32 : 0);
-  // Exchange code: the program bringing each tile its pieces of A and B,
-  // each one contiguous region in the plan's layout (operands laid out
-  // otherwise are rearranged first, cost_amp), and when K is split the
-  // one sending the partials to their reducing tile (a region from each
-  // of the pk tiles).
-  p.xcode = t_.xc_program * p.ps + t_.xc_region * 2 +
+  // Exchange code: the program bringing each tile its pieces of A and B
+  // (operands laid out otherwise are rearranged first, cost_amp), and
+  // when K is split the one sending the partials to their reducing tile
+  // (a region from each of the pk tiles). The plan lays a piece out over
+  // the tiles that use it (poplin's createInput / createWeights), so a
+  // piece used by pn column groups (A) or pm row groups (B) is gathered
+  // from that many tiles: a region from each, plus the region each tile
+  // sends of its own share.
+  const int64_t a_regions = p.a_t > 0 ? p.pn + 1 : 0;
+  const int64_t b_regions = p.b_t > 0 ? p.pm + 1 : 0;
+  p.xcode = t_.xc_program * p.ps + t_.xc_region * (a_regions + b_regions) +
             (p.pk > 1 ? t_.xc_program + t_.xc_region * (p.pk + 1) : 0);
   return p;
 }
@@ -273,7 +320,11 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   };
   rearrange(a, a_res, a_plan);
   rearrange(b, b_res, b_plan);
-  c.temp = p.a_t + p.b_t + p.partial_t + p.recv_t;
+  // Temporaries at the op's step: the larger of its two phases (the
+  // compute set with its operand pieces and partials; the reduction with
+  // the partials and the received partials), which are programs one after
+  // the other, so the pieces are dead when the partials arrive.
+  c.temp = std::max(p.a_t + p.b_t + p.partial_t, p.partial_t + p.recv_t);
   char buf[160];
   snprintf(buf, sizeof buf, "tiles %lld = groups %lld x rows %lld x cols %lld x k %lld%s",
            (long long)p.tiles(), (long long)p.pg, (long long)p.pm, (long long)p.pn,

@@ -67,6 +67,49 @@ void Model::control_add(Acc& a, int ipu, int64_t each) {
   if (site_op_ >= 0) site_[site_op_].ccode += each * t_.tiles_per_ipu;
 }
 
+// Poplar compiles each exchange program to code once per distinct
+// pattern: Copy programs that move the same bytes between the same
+// tiles and offsets reuse their code (PopART ipucopyx.cpp: with
+// dontOutline=false "the copies (buffers & code) are reused"). An
+// exchange is identified by what it moves: the tiles and layout of every
+// tensor it reads and writes, the tiles of the op, and the op's exchange
+// plan. Ops built twice with the same layouts (inlined identical layers)
+// therefore share their exchange code; compute sets, vertex state and
+// control programs stay per instance. Code that is loaded with its
+// Function (remote_code_load) is not shared with always-live code.
+bool Model::exchange_seen(const std::string& key) {
+  return !xseen_.insert(key).second;
+}
+
+static void key_map(std::string& k, const TileMap& m) {
+  k += std::to_string(m.ipu) + ':' + std::to_string(m.set_begin) + ':' +
+       std::to_string(m.first) + ':' + std::to_string(m.count) + ':' +
+       std::to_string(m.per_tile) + ':' + std::to_string(m.last) + ';';
+}
+
+std::string Model::op_exchange_key(int op_id) const {
+  const auto& op = d_.ops[op_id];
+  const OpCost& c = cost_[op_id];
+  std::string k = std::to_string((int)op.cost_class) + '|' + c.plan + '|' +
+                  std::to_string(c.xcode) + '|';
+  key_map(k, c.tiles);
+  for (const auto* ts : {&op.in, &op.out})
+    for (int t : *ts) {
+      k += '|';
+      if (t < 0 || !mapped(t)) continue;
+      k += std::to_string(d_.tensors[t].nbytes()) + '@';
+      key_map(k, mapping(t));
+    }
+  return k;
+}
+
+std::string Model::copy_exchange_key(int src, int dst) const {
+  std::string k = "copy|" + std::to_string(d_.tensors[dst].nbytes()) + '|';
+  key_map(k, mapping(src));
+  key_map(k, mapping(dst));
+  return k;
+}
+
 void Model::mark_vertices(const OpCost& c) {
   for (int v : c.vtypes) {
     if ((size_t)v >= vcover_.size()) vcover_.resize((size_t)v + 1);
@@ -88,7 +131,7 @@ void Model::copy_code(Acc& a, int src, int dst, int ipu) {
   } else if (cc.global) {
     code_add(a, kGlobalExchangeCode, s, cc.code);
     code_add(a, kGlobalExchangeCode, d, cc.code);
-  } else {
+  } else if (a.loaded || !exchange_seen(copy_exchange_key(src, dst))) {
     code_add(a, kInternalExchangeCode, s, cc.code);
     code_add(a, kInternalExchangeCode, d, cc.code);
   }
@@ -115,7 +158,10 @@ void Model::walk_code(const Node& n, Acc& a, int site_ipu) {
         mark_vertices(c);
         code_add(a, kVertexInstanceState, c.tiles, c.state);
         code_add(a, kCopyDescriptor, c.tiles, c.copy_desc);
-        code_add(a, kInternalExchangeCode, c.tiles, c.xcode);
+        if (c.xcode > 0 && !a.loaded && exchange_seen(op_exchange_key(n.op)))
+          xshared_[n.op] = 1;
+        else
+          code_add(a, kInternalExchangeCode, c.tiles, c.xcode);
         code_add(a, kHostExchangeCode, c.tiles, c.hxcode);
         code_add(a, kGlobalExchangeCode, c.tiles, c.gxcode);
       }
@@ -189,6 +235,8 @@ void Model::code_walk() {
   cat_.assign(kNumCategories, std::vector<double>(T_, 0.0));
   site_.assign(d_.ops.size(), SiteCode{});
   site_op_ = -1;
+  xseen_.clear();
+  xshared_.assign(d_.ops.size(), 0);
   vcover_.assign(vtype_names_.size(), {});
   for (int g : order_) {
     if (inst_[g] == 0) continue;

@@ -411,7 +411,18 @@ void Model::cost_copy_op(const OpRecord& op, OpCost& c, bool keeps) {
       const auto& ti = d_.tensors[op.in[0]];
       if (!mapped(t)) {
         TileMap m = mapping(op.in[0]);
-        if (op.out.size() > 1 && ti.nelms() > 0 && m.count > 0) {
+        if (op.out.size() == 1 && op.attrs.has("starts")) {
+          // A slice starts where its first element lies in the input.
+          const auto starts = op.attrs.ints("starts", {});
+          if (starts.size() == ti.shape.size()) {
+            int64_t stride = 1;
+            for (size_t a = starts.size(); a-- > 0;) {
+              offset += starts[a] * stride;
+              stride *= ti.shape[a];
+            }
+          }
+        }
+        if (ti.nelms() > 0 && m.count > 0 && offset > 0) {
           const int64_t skip = (int64_t)m.count * offset / ti.nelms();
           m.first = (int)((m.first + skip) % m.set_size);
           m.count = (int)std::max<int64_t>(1, m.count - skip);

@@ -66,14 +66,16 @@ TileMap Model::spread(const TileMap& where, int64_t tiles, int64_t nelms, int64_
   return m;
 }
 
-// A range of `count` tiles for an op's own plan, rotating like linear().
+// A range of `count` tiles for an op's own plan. poplin starts every
+// plan on the first tile of its virtual graph in ascending order
+// (ConvPlan.cpp getStartTile: startTileIdxForVirtualHierarchy, unless
+// the enableConvDithering option, off by default, hashes the shape), so
+// matmuls of one shape are laid out on the same tiles.
 TileMap Model::op_range(const Placement& p, int64_t count) {
   TileMap m = tile_set(p);
   count = std::max<int64_t>(1, std::min<int64_t>(count, m.set_size));
   m.count = (int)count;
-  int& rot = rotation(m);
-  m.first = rot % m.set_size;
-  rot = (int)((rot + count) % m.set_size);
+  m.first = 0;
   return m;
 }
 

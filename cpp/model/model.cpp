@@ -170,7 +170,8 @@ void Model::executions() {
     o.flops = c.flops;
     o.temp_bytes = c.temp * c.tiles.count;
     o.state_bytes = (c.state + c.copy_desc) * c.tiles.count;
-    o.exchange_code_bytes = (c.xcode + c.hxcode + c.gxcode) * c.tiles.count;
+    // An op whose exchanges repeat an earlier op's pattern pays no code.
+    o.exchange_code_bytes = ((xshared_[i] ? 0 : c.xcode) + c.hxcode + c.gxcode) * c.tiles.count;
     o.control_code_bytes = (int64_t)c.programs * (t_.cc_program + t_.cc_sync) * t_.tiles_per_ipu;
     if (is_site(op.kind)) {
       // A call site's own code (its copies and control programs, one

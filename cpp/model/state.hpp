@@ -150,7 +150,7 @@ class Model {
   // `bytes` spread evenly (in elements of `es` bytes) over `tiles` tiles of
   // `where`'s set from its first tile.
   static TileMap spread(const TileMap& where, int64_t tiles, int64_t nelms, int64_t es);
-  // A range of `count` tiles for an op's own plan, rotating like linear().
+  // A range of `count` tiles for an op's own plan, from the set's first tile (poplin).
   TileMap op_range(const Placement& p, int64_t count);
   // m with the bytes of a tensor of `es` bytes per element instead of `from_es`.
   static TileMap rescale(TileMap m, int64_t from_es, int64_t es);
@@ -257,8 +257,8 @@ class Model {
   void cost_collective(const OpRecord& op, OpCost& c);
 
   // ---- matmul and convolution plans on the AMP unit (amp.cpp)
-  // Values v in [1, x] giving distinct ceil(x / v), thinned to at most 40.
-  static std::vector<int64_t> splits(int64_t x, int64_t cap);
+  // Values v in [1, x] giving distinct ceil(x / v), thinned to at most `keep`.
+  static std::vector<int64_t> splits(int64_t x, int64_t cap, size_t keep = 40);
   // A poplin-like plan: the output's rows (M), columns (N, in groups of the
   // AMP's output channels) and the contraction (K, in groups of its input
   // channels) split over tiles; the plan with the fewest estimated cycles
@@ -290,6 +290,12 @@ class Model {
   void control_add(Acc& a, int ipu, int64_t each);
   void mark_vertices(const OpCost& c);
   void copy_code(Acc& a, int src, int dst, int ipu);
+  // Exchange programs with the same pattern share their code (Poplar
+  // reuses identical copies' code): the key of an op's exchanges and of a
+  // Copy; exchange_seen() records a key and says whether it was known.
+  bool exchange_seen(const std::string& key);
+  std::string op_exchange_key(int op_id) const;
+  std::string copy_exchange_key(int src, int dst) const;
   void walk_code(const Node& n, Acc& a, int site_ipu);
   const Node& body_of(int g) const;
   void code_walk();
@@ -339,6 +345,8 @@ class Model {
   std::vector<std::string> vtype_names_;
   std::vector<int64_t> vtype_code_;
   std::vector<std::vector<char>> vcover_;
+  std::set<std::string> xseen_;      // exchange patterns whose code exists
+  std::vector<char> xshared_;        // per op: its internal exchange code is another's
   // Code of each call site (Call, Repeat, If op) of one instance of its
   // graph: its copies and control programs, not the callee's body.
   struct SiteCode {

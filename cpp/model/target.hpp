@@ -26,6 +26,10 @@ struct Target {
   // 1.325 GHz = 7.8 TB/s, the datasheet's "8 TB/s"); on-tile memcpy 8 B/cycle
   // (ipu-stack local copy) [third-party].
   int exchange_bytes_per_cycle = 4;
+  // Two tiles share an exchange bus; both receive the same data in one
+  // cycle (Target::getTilesPerSharedExchangeBus, popops/poplin
+  // ExchangeEstimator, §3).
+  int tiles_per_shared_exchange_bus = 2;
   int memcpy_bytes_per_cycle = 8;
   // Vector width of one worker: 64 bits, i.e. 2 x fp32 or 4 x fp16 per cycle
   // (§3.1, graphcore.ai "exploiting tile-level parallelism").

@@ -33,14 +33,6 @@ DENSE_SOURCE = ("graphcore/ipu_tensorflow_addons keras/experimental/auto_pipelin
                 "pva_utils_test.py (Model1Dense; ipu_model.md §4.3)")
 BERT_SOURCE = "graphcore/popliner tests/test_popart_bert_inf.py::test_values"
 BERT_LAYERS = "graphcore/popliner tests/test_popart_bert_inf.py::test_layer_breakdown"
-# PopLiner's layer breakdown shows the first encoder layer with 3.66 MB of
-# exchange code and each later one with about 1.0 MB, although every layer
-# has its own vertex state (1.05 MB each, summing to the total): Poplar
-# compiles the later layers' exchanges to code it already holds. The model
-# pays every inlined layer's exchanges as the first one's (3.6 MB a layer).
-SHARED_EXCHANGES = ("Poplar shares identical exchange code between the inlined layers (PopLiner: "
-                    "layer 0 3.66 MB, later layers 1.0 MB); the model pays each layer's exchanges "
-                    "like the first layer's, and pays reshapes/transposes as copies (item 2)")
 
 
 @dataclass
@@ -96,16 +88,8 @@ PROGRAM_TEXT = {
 }
 
 _DENSE = dict(dense.RECORDED, totalMemory=dense.TOTAL_MEMORY, cycleEst=dense.CYCLES)
-_DENSE_GAPS = {
-    "maxLive": "the matmul plan's temporaries hold more replicated activation pieces than "
-               "poplin's plan (liveness and plan temporaries, issue 46 item 2)",
-    "internalExchangeCode": "with the streamed input laid out by the matmul (no rearranging "
-                            "copy, as Poplar's allocation does), the model's plan has half the "
-                            "layer's recorded exchange code; the missing part is not yet found",
-}
-
 ROWS: List[Row] = [
-    Row("dense", k, float(v), 0, 0.25, DENSE_SOURCE, _dense_measure(k), _DENSE_GAPS.get(k, ""))
+    Row("dense", k, float(v), 0, 0.25, DENSE_SOURCE, _dense_measure(k))
     for k, v in _DENSE.items()
 ] + [
     Row("bert_large_squad", "vertexInstanceState", 25_460_686, 2.0, None, BERT_SOURCE,
@@ -122,7 +106,7 @@ ROWS: List[Row] = [
     Row("bert_large_squad", "Layer5 controlCode", 1_354_392, 2.0, None, BERT_LAYERS,
         layer_sum(5, "control_code_bytes")),
     Row("bert_large_squad", "Layer5 exchangeCode", 1_019_844, 2.0, None, BERT_LAYERS,
-        layer_sum(5, "exchange_code_bytes"), known_gap=SHARED_EXCHANGES),
+        layer_sum(5, "exchange_code_bytes")),
     Row("bert_large_squad", "Layer0 exchangeCode", 3_657_184, 2.0, None, BERT_LAYERS,
         layer_sum(0, "exchange_code_bytes")),
 ]

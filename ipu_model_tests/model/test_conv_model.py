@@ -7,8 +7,9 @@ costs within 2x of its FLOPs at the AMP rate. FLOPs =
 32 flop/cycle/tile in fp32 and 128 in fp16 (shared/reference/ipu_model.md
 §3, "Implied AMP throughput"), on 1472 tiles.
 
-fp32 meets it (about 1.8x). fp16 does not: about 4x, from the same matmul
-plan model (calibrated on the fp32 Dense point, §4.3): at 9 rows per worker
+fp32 meets it, narrowly (1.99x: the weights' pieces move at the plain
+exchange rate, as poplin's ExchangeEstimator has it). fp16 does not:
+about 4x, from the same matmul plan model (calibrated on the fp32 Dense point, §4.3): at 9 rows per worker
 a ConvPartial1x1Out pass pays its 34-cycle worker ramp against 4 cycles a
 row, and splitting the contraction over 6 tiles adds the partials' exchange
 and reduction. The fp16 test checks the AMP's fp16 advantage instead.

@@ -80,22 +80,26 @@ def six_matmuls(mode, n=6):
     return ir
 
 
-def _check_outlining_saves(inl, out, body_ops, calls):
+def _check_outlining_saves(inl, out, first_ops, body_ops, calls):
     """inlined - outlined >= (calls - 1) bodies - the call sites' cost, with a
-    body the code of one inlined instance (its ops in the inlined program)
-    and the sites' cost what the outlined program's call ops report."""
+    body what one more inlined instance adds (its ops in the inlined
+    program: their compute sets' vertex state, their control programs and
+    the exchange code no earlier instance already holds) and the sites'
+    cost what the outlined program's call ops report. ``first_ops`` is the
+    first inlined instance, which pays all its exchange code."""
     rows_in = inl.op_table()
     body = sum(op_code(r) for r in rows_in if r["name"] in body_ops)
+    first = sum(op_code(r) for r in rows_in if r["name"] in first_ops)
     sites = [r for r in out.op_table() if r["kind"] == "call"]
     assert len(sites) == calls and all(op_code(r) > 0 for r in sites)
     site_cost = sum(op_code(r) for r in sites)
     saved = always_live_code(inl) - always_live_code(out)
     assert saved > 0
     assert saved >= (calls - 1) * body - site_cost, (saved, body, site_cost)
-    # The Function's own code is no larger than one inlined copy: its
+    # The Function's own code is no larger than the first inlined copy: its
     # parameters are laid out for its ops, so nothing is rearranged inside.
     (fn,) = out.functions()
-    assert fn["code_bytes"] <= body
+    assert fn["code_bytes"] <= first
     return saved, body, site_cost
 
 
@@ -104,7 +108,8 @@ def test_six_matmuls_outlined_save_five_bodies():
     mm = [r["name"] for r in sorted(inl.op_table(), key=lambda r: r["index"])
           if r["cost_class"] == "matmul"]
     assert len(mm) == 6
-    _check_outlining_saves(inl, out, mm[:1], 6)
+    # Each inlined matmul reads another slice: no two exchange alike.
+    _check_outlining_saves(inl, out, mm[:1], mm[1:2], 6)
     # Every category the issue lists is smaller outlined but vertex code,
     # which is per vertex type per tile: shared by the inlined copies.
     for k in ("controlCode", "vertexInstanceState", "internalExchangeCode"):
@@ -131,10 +136,44 @@ def test_mnist_six_layers_outlined_save_five_bodies():
     # The second hidden layer's ops (the first reads the 784-wide layer's output).
     layer = [r["name"] for r in rows if r["graph"] == "main"]
     mm = [r["name"] for r in rows if r["cost_class"] == "matmul"]
-    first = layer.index(mm[2])
-    body = layer[first:layer.index(mm[3])]
+    first = layer[layer.index(mm[1]):layer.index(mm[2])]
+    body = layer[layer.index(mm[2]):layer.index(mm[3])]
     assert len(body) >= 3  # matmul, add, gelu
-    _check_outlining_saves(inl, out, body, 6)
+    # The second hidden layer's matmul exchanges as the first one's (same
+    # layouts): Poplar holds that code once, so it adds no exchange code;
+    # its vertex state, control programs and bias exchange are its own.
+    rows = {r["name"]: r for r in inl.op_table()}
+    assert rows[mm[1]]["exchange_code_bytes"] > 0 and rows[mm[2]]["exchange_code_bytes"] == 0
+    assert rows[mm[2]]["state_bytes"] == rows[mm[1]]["state_bytes"] > 0
+    _check_outlining_saves(inl, out, first, body, 6)
+
+
+def _chained_matmuls(n_last):
+    """x @ w0 @ w1 @ w2 (fp32, 16 rows, 512 wide); w2 is 512 x ``n_last``."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.zeros((16, 512), np.float32), name="x")
+        for i, n in enumerate((512, 512, n_last)):
+            x = x @ popxl.variable(np.zeros((512, n), np.float32), name=f"w{i}")
+        ops.host_store(popxl.d2h_stream(x.shape, x.dtype, name="y"), x)
+    return ir
+
+
+def test_exchange_code_is_shared_only_by_identical_exchanges():
+    """Poplar reuses the code of an exchange program that moves the same
+    bytes between the same tiles (identical copies); vertex state and
+    control code are per compute set and program."""
+    # Each matmul reads its input in the layout of the same plan (the first
+    # creates x so): with the same shapes they exchange alike, and only the
+    # first holds the code. A last matmul of another width does not.
+    same, other = (sorted((r for r in profile_ir(_chained_matmuls(n), "ipu2").op_table()
+                           if r["cost_class"] == "matmul"), key=lambda r: r["index"])
+                   for n in (512, 256))
+    assert same[0]["exchange_code_bytes"] > 0
+    assert same[1]["exchange_code_bytes"] == same[2]["exchange_code_bytes"] == 0
+    assert same[2]["state_bytes"] == same[0]["state_bytes"] > 0
+    assert same[2]["control_code_bytes"] == same[0]["control_code_bytes"] > 0
+    assert other[1]["exchange_code_bytes"] == 0 and other[2]["exchange_code_bytes"] > 0
 
 
 def code_and_state(p):

@@ -393,9 +393,10 @@ def test_every_view_is_populated(browser, tmp_path):
 
 @needs_browser
 def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
-    # 40 KB tiles: the tiles holding the most are over, and coloured
+    # 32 KB tiles: the tiles holding the most are over, and coloured
     # (width 200: the layouts leave some tiles nearly empty).
-    model = prof.IpuModel(tiles_per_ipu=32, memory_per_tile=40000)
+    mem = 32000
+    model = prof.IpuModel(tiles_per_ipu=32, memory_per_tile=mem)
     p = prof.profile_ir(_ir(True, width=200), model, name="tight")
     assert 0 < p.overflow_tiles.size < p.num_tiles
     browser.open("file://" + p.html(str(tmp_path / "profile.html")))
@@ -424,7 +425,7 @@ def test_clicking_a_tile_lists_its_tensors(browser, tmp_path):
     browser.eval("document.querySelectorAll('#plot-tiles .chart-menu button')[1].click()")
     data_top = browser.eval(rng)
     browser.eval("document.querySelectorAll('#plot-tiles .chart-menu button')[0].click()")
-    assert browser.eval(rng) >= 40000 / 1024 and data_top != browser.eval(rng)
+    assert browser.eval(rng) >= mem / 1024 and data_top != browser.eval(rng)
     assert len(_rows(browser, "tile-vertices")) > 0
 
 
