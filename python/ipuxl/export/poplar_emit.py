@@ -111,6 +111,7 @@ class PoplarEmitter:
         self.lines: List[str] = []             # the body being written
         self.functions: List[str] = []         # C++ functions of graph bodies
         self.graph_fn: Dict[int, int] = {}     # id(graph) -> F[] slot
+        self.function_graphs: List[str] = []   # graph name by F[] slot (addFunction order)
         self.codelets: Dict[str, str] = {}     # vertex name -> source
         self.helpers: set = set()              # names of poplar_ops C++ helpers used
         self.data: Dict[str, np.ndarray] = {}  # weights.npz
@@ -273,6 +274,7 @@ class PoplarEmitter:
         self.functions.append(self._chunked(
             fn, body, f"// graph {g.name!r}: one Function, called from each of its call sites"))
         k = self.graph_fn[id(g)] = len(self.graph_fn)
+        self.function_graphs.append(g.name)
         self.line(f"{{ poplar::program::Sequence body; {fn}(graph, body, data); "
                   f"F[{k}] = graph.addFunction(body); }}")
         self.counts["functions"] += 1
@@ -537,7 +539,8 @@ def export_poplar(ir, out_dir: str, weights: Optional[dict] = None, profile=None
     mappings to use (default: :func:`ipuxl.profile.profile_ir` on
     ``model``). ``main=False`` leaves ``main()`` out. Returns a summary:
     files written, functions, calls, repeats, tensors mapped from the model
-    and linearly."""
+    and linearly, the graph of each ``poplar::Function`` in
+    ``graph.addFunction`` order (``function_graphs``)."""
     from .poplar_host import mapping_of
 
     if profile is None:
@@ -554,4 +557,4 @@ def export_poplar(ir, out_dir: str, weights: Optional[dict] = None, profile=None
     np.savez(os.path.join(out_dir, "weights.npz"), **em.data)
     return {"files": sorted(files) + ["weights.npz"], **em.counts,
             "model_mapped": em.model_mapped, "linear_mapped": list(em.linear_mapped),
-            "codelets": sorted(em.codelets)}
+            "codelets": sorted(em.codelets), "function_graphs": list(em.function_graphs)}
