@@ -7,7 +7,8 @@
 // writes. A variable is always live when its value must outlive one run of
 // a program: it is a constant, it is touched by more than one of the
 // Engine's programs (a weight written by WeightsFromHost and read by the
-// main program), its first access is a read, or no program touches it.
+// main program), its first access is a read, the host reads or writes it
+// (createHostRead / createHostWrite), or no program touches it.
 // Every other variable is live from a write through its last read before
 // the next write (a Function's temporaries are live at each call, not
 // between calls; writes in parts before any read are one definition); a
@@ -173,8 +174,13 @@ Liveness liveness(const GraphImpl &g, const std::vector<program::Program> &progr
       seen[v] = true;
     }
   }
+  // Tensors the host reads or writes between runs (createHostRead / createHostWrite).
+  std::vector<bool> hostVisible(nv, false);
+  for (const auto *m : {&g.hostWrites, &g.hostReads})
+    for (const auto &kv : *m)
+      for (const auto &r : kv.second.ipuxlRep().regions) hostVisible[r.var] = true;
   for (std::size_t v = 0; v < nv; ++v)
-    L.alwaysLive[v] = g.vars[v].constant || programsTouching[v] != 1 || readFirst[v];
+    L.alwaysLive[v] = g.vars[v].constant || programsTouching[v] != 1 || readFirst[v] || hostVisible[v];
 
   // Bytes of each variable per tile, for the variables that are not always live.
   std::vector<std::vector<std::pair<unsigned, std::uint64_t>>> onTile(nv);

@@ -435,12 +435,20 @@ void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
     f << ", {\"name\": \"function" << kv.first << "\", \"main\": false, \"function\": true, \"index\": " << kv.first
       << ", \"code_instances\": 1, \"code_bytes\": " << kv.second << ", \"call_sites\": "
       << m.programs.functionCalls.at(kv.first) << ", \"if_sites\": 0, \"cycles\": 0, \"executions\": 0}";
+  // Programs: the cycles of the runs of each, and the code each holds
+  // walked alone (the Functions it calls included), summed over tiles.
   f << "],\n \"programs\": [";
-  bool firstProg = true;
-  for (const auto &kv : prof.cyclesByProgram) {
-    f << (firstProg ? "" : ", ") << "{\"index\": " << kv.first << ", \"runs\": " << prof.runsByProgram.at(kv.first)
-      << ", \"cycles\": " << kv.second << "}";
-    firstProg = false;
+  const auto &progs = compiled->programs;
+  auto sum = [](const std::vector<std::uint64_t> &v) { return std::accumulate(v.begin(), v.end(), std::uint64_t(0)); };
+  for (std::size_t i = 0; i < progs.size(); ++i) {
+    ProgramCode pc = programCode(*g, {progs[i]});
+    auto c = prof.cyclesByProgram.find(static_cast<unsigned>(i));
+    std::uint64_t runs = c == prof.cyclesByProgram.end() ? 0 : prof.runsByProgram.at(c->first);
+    f << (i ? ", " : "") << "{\"index\": " << i << ", \"runs\": " << runs
+      << ", \"cycles\": " << (c == prof.cyclesByProgram.end() ? 0 : c->second) << ", \"code\": {\"controlCode\": "
+      << sum(pc.control) << ", \"internalExchangeCode\": " << sum(pc.internalExchange)
+      << ", \"hostExchangeCode\": " << sum(pc.hostExchange) << ", \"globalExchangeCode\": "
+      << sum(pc.globalExchange) << ", \"copyDescriptor\": " << sum(pc.copyDescriptors) << "}}";
   }
   f << "],\n";
   f << " \"steps\": {\"name\": [], \"cycles\": [], \"live_bytes\": []},\n";

@@ -37,6 +37,9 @@ CATEGORIES = ("variables", "constants", "notAlwaysLive", "vertexCode", "vertexIn
               "copyDescriptor", "controlCode", "internalExchangeCode", "hostExchangeCode",
               "globalExchangeCode", "stack")
 
+#: Code the exported program's profile also gives per Engine program.
+CODE_BY_PROGRAM = ("controlCode", "internalExchangeCode", "hostExchangeCode", "copyDescriptor")
+
 
 def ir_of_script(path: str, args=()):
     """Runs a PopXL script as ``ipuxl export`` does and returns the Ir of the
@@ -127,6 +130,14 @@ def compare_rows(want, got, summary: dict) -> List[Dict]:
         a, b = want.per_tile[c], got.per_tile[c]
         eq = int(np.sum(a == b)) if a.shape == b.shape else 0
         row(c, float(a.sum()), float(b.sum()), f"{eq}/{n}")
+    # The Session's model has no implicit weight streams (its WeightsFromHost
+    # and WeightsToHost programs hold only ops placed there), the export
+    # streams every variable in and out: its main program's code alone.
+    main_code = next((e.get("code", {}) for e in got.raw.get("programs", [])
+                      if int(e["index"]) == PROGRAM_INDICES["main"]), {})
+    for c in CODE_BY_PROGRAM:
+        if c in main_code:
+            row(f"{c}, main program", float(want.per_tile[c].sum()), float(main_code[c]))
     row("total memory", float(want.total_per_tile.sum()), float(got.total_per_tile.sum()))
     row("max bytes on a tile", float(want.total_per_tile.max()), float(got.total_per_tile.max()))
     exported_fn = {int(g["index"]): g for g in got.graphs if g.get("function")}
