@@ -156,11 +156,16 @@ class PoplarEmitter:
         self._seq += 1
         return f"{base}{self._seq}"
 
-    def map_tensor(self, ref: str, t, graph_name: Optional[str] = None) -> None:
-        """Maps a new variable or constant: the IPU model's mapping, else linear."""
+    def model_mapping(self, t, graph_name: Optional[str] = None):
+        """The IPU model's mapping of ``t`` (see the class docstring), or None."""
         m = self.mapping.get((graph_name or self._graph_name, t.id))
         if m is not None and m[6] != int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize:
             m = None  # the model's tensor of that name is another one
+        return m
+
+    def map_tensor(self, ref: str, t, graph_name: Optional[str] = None) -> None:
+        """Maps a new variable or constant: the IPU model's mapping, else linear."""
+        m = self.model_mapping(t, graph_name)
         nelms = int(np.prod(t.shape, dtype=np.int64))
         if m is not None and nelms > 0:
             from .poplar_host import _elements_mapping
