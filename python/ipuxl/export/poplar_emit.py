@@ -112,6 +112,8 @@ class PoplarEmitter:
         self.functions: List[str] = []         # C++ functions of graph bodies
         self.graph_fn: Dict[int, int] = {}     # id(graph) -> F[] slot
         self.function_graphs: List[str] = []   # graph name by F[] slot (addFunction order)
+        self._sites: Optional[Dict[int, list]] = None  # id(graph) -> entries calling it
+        self._aliased: Dict[int, set] = {}     # id(graph) -> input indices aliased at its calls
         self.codelets: Dict[str, str] = {}     # vertex name -> source
         self.helpers: set = set()              # names of poplar_ops C++ helpers used
         self.data: Dict[str, np.ndarray] = {}  # weights.npz
@@ -264,13 +266,84 @@ class PoplarEmitter:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
                                       "is not supported")
 
+    def aliased_inputs(self, g) -> Dict[int, object]:
+        """Inputs of called graph ``g`` that are the caller's tensor itself,
+        with no copy at the call: as PopART's AliasZeroCopy (and ipuxl's
+        IPU model) alias a parameter bound to the same caller tensor at every
+        call site. Only for graphs every site of which is a ``call``; an
+        input the body writes (itself or through a view) only when every
+        site passes it by reference, its writes going back anyway.
+        ``{input index: caller tensor}``."""
+        if self._sites is None:
+            self._sites = {}
+            for h in self.prog.graphs:
+                for e in self.prog.entries[h]:
+                    for cg in e.graphs:
+                        self._sites.setdefault(id(cg), []).append(e)
+        sites = self._sites.get(id(g), [])
+        if not sites or any(e.kind != "call" for e in sites):
+            return {}
+        written = self._written_roots(g)
+        out = {}
+        for i, gi in enumerate(self.prog.graph_inputs[g]):
+            xs = [e.inputs[i] if i < len(e.inputs) else None for e in sites]
+            if xs[0] is None or any(x is not xs[0] for x in xs):
+                continue
+            if sum(x is xs[0] for x in sites[0].inputs) > 1:
+                continue  # one tensor at two positions: a write through one must not show in the other
+            if id(gi) in written and not all(i in e.modified for e in sites):
+                continue
+            out[i] = xs[0]
+        return out
+
+    def _storage_root(self, g):
+        """``root(tensor) -> id``: the storage each tensor of ``g`` is a view
+        of, through its ops' (output, input) alias pairs."""
+        parent: Dict[int, int] = {}
+
+        def find(t: int) -> int:
+            while parent.get(t, t) != t:
+                t = parent[t]
+            return t
+
+        for e in self.prog.entries[g]:
+            for o, i in e.aliases:
+                if o < len(e.outputs) and i < len(e.inputs) and e.inputs[i] is not None:
+                    parent[find(id(e.outputs[o]))] = find(id(e.inputs[i]))
+        return lambda t: find(id(t))
+
+    def _written_roots(self, g) -> set:
+        """ids of the inputs of ``g`` whose storage an op of ``g`` writes
+        (itself or through a view)."""
+        root = self._storage_root(g)
+        roots = {root(t) for e in self.prog.entries[g] for t in e.written_inputs()}
+        return {id(t) for t in self.prog.graph_inputs[g] if root(t) in roots}
+
+    def aliased_outputs(self, g) -> set:
+        """Outputs of ``g`` its call site reads in place (no copy out): when
+        ``g`` has one site, a ``call``, and the output is storage of the
+        body's own, not a view of an input."""
+        sites = (self._sites or {}).get(id(g), [])
+        if len(sites) != 1 or sites[0].kind != "call":
+            return set()
+        root = self._storage_root(g)
+        inputs = {root(t) for t in self.prog.graph_inputs[g]}
+        outs = self.prog.graph_outputs[g]
+        return {k for k, t in enumerate(outs)
+                if root(t) not in inputs and sum(o is t for o in outs) == 1}
+
     def function_of(self, g) -> str:
         """The ``poplar::Function`` of called graph ``g``, built on first use."""
         k = self.graph_fn.get(id(g))
         if k is not None:
             return f"F[{k}]"
-        for t in self.prog.graph_inputs[g]:
-            self.new_variable(t, graph_name=g.name)
+        aliased = self.aliased_inputs(g)
+        for i, t in enumerate(self.prog.graph_inputs[g]):
+            if i in aliased:
+                self.alias(t, aliased[i])
+            else:
+                self.new_variable(t, graph_name=g.name)
+        self._aliased[id(g)] = set(aliased)
         saved, saved_name = self.lines, self._graph_name
         self.lines, self._graph_name = [], g.name
         self.emit_graph_ops(g)
@@ -318,8 +391,10 @@ class PoplarEmitter:
         g = e.graphs[0]
         f = self.function_of(g)
         ins, outs = self.prog.graph_inputs[g], self.prog.graph_outputs[g]
-        for x, gi in zip(e.inputs, ins):
-            self._copy("prog", self.t(x), self.t(gi))
+        aliased = self._aliased.get(id(g), set())
+        for i, (x, gi) in enumerate(zip(e.inputs, ins)):
+            if i not in aliased:
+                self._copy("prog", self.t(x), self.t(gi))
         if kind == "call":
             self.line(f"prog.add(poplar::program::Call({f}));")
             self.counts["calls"] += 1
@@ -334,12 +409,16 @@ class PoplarEmitter:
             self.counts["repeats"] += 1
             self.counts["calls"] += 1
         # Outputs after the site: a repeat's values are the carried inputs'.
+        in_place = self.aliased_outputs(g) if kind == "call" else set()
         for k, out in enumerate(e.outputs):
             src = ins[k] if kind == "repeat" and k < len(ins) else outs[k]
+            if k in in_place:
+                self.alias(out, src)
+                continue
             ref = self.define(out, f"graph.clone({self.t(src)}, {cstr(out.id)})")
             self._copy("prog", self.t(src), ref)
         for i in e.modified:  # by-reference inputs: the callee's writes go back
-            if i < len(ins) and e.inputs[i] is not None:
+            if i < len(ins) and e.inputs[i] is not None and i not in aliased:
                 self._copy("prog", self.t(ins[i]), self.t(e.inputs[i]))
 
     def emit_if(self, e) -> None:
