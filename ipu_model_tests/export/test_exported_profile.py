@@ -6,7 +6,9 @@ What the two share is asserted exactly, tile by tile: the always-live
 variables and constants (the export maps every variable and constant as
 the Session's model does, and ipuxl's Poplar's liveness finds the same
 tensors always live), the stack (both models read the figures of
-``cpp/model/target.hpp``). The other categories are estimated by two
+``cpp/model/target.hpp``); and the main program's host exchange code.
+Call sites alias what the Session's model aliases (checked on the source,
+and against NumPy). The other categories are estimated by two
 models of different granularity (the Session's per op, ipuxl's Poplar's
 per vertex and edge of the PopLibs code the program calls), so for them
 the tests check the comparison itself and keep the ratio table in the
@@ -16,6 +18,7 @@ bench/results/2026-12-02-exported-profile.md.
 Building needs a C++ compiler, so these tests are marked slow.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -23,7 +26,7 @@ import pytest
 import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl.export.profile_compare import compare_rows, exported_profiles, format_rows
-from poplar_roundtrip import main_ir_of_script
+from poplar_roundtrip import main_ir_of_script, roundtrip
 from repo_modules import ROOT, load
 
 #: Categories the two models compute from the same data: equal on every tile.
@@ -36,7 +39,13 @@ def _check(ir, tmp_path):
     print(format_rows(rows))
     for c in SHARED:
         np.testing.assert_array_equal(got.per_tile[c], want.per_tile[c], err_msg=c)
-    return want, got, summary, {r["what"]: r for r in rows}
+    by = {r["what"]: r for r in rows}
+    # Host exchange code follows one rule (48 + 2 B on each tile of a
+    # streamed tensor) in both, and these programs stream tensors mapped
+    # as the model maps them: equal for the main program.
+    h = by["hostExchangeCode, main program"]
+    assert h["session"] == h["exported"], h
+    return want, got, summary, by
 
 
 def _matmul_program():
@@ -83,3 +92,91 @@ def test_user_guide_program(name, tmp_path):
     # Every Function of the Session's profile is a poplar::Function of the export.
     for g in want.functions():
         assert g["name"] in summary["function_graphs"], g["name"]
+
+
+def _two_calls(modify: bool):
+    """g(x, w) = x @ w (optionally adding 1 to w in place first), called
+    twice with one weight and two inputs."""
+    rng = np.random.default_rng(1)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        w = popxl.variable(rng.normal(size=(3, 3)).astype(np.float32), name="w")
+        xs = popxl.h2d_stream((2, 3), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+
+        def body(a, b):
+            if modify:
+                b = b + 0.0
+                ops.scaled_add_(b, b, a=1.0, b=1.0)
+            return a @ b
+
+        g = ir.create_graph(body, x, w)
+        (y,) = ops.call(g, x, w)
+        (z,) = ops.call(g, y, w)
+        ops.host_store(popxl.d2h_stream(z.shape, z.dtype, name="z"), z)
+    return ir
+
+
+def _function_source(ir, tmp_path):
+    from ipuxl.export import export_poplar
+
+    export_poplar(ir, str(tmp_path))
+    src = (tmp_path / "program.cpp").read_text()
+    return src, len(re.findall(r"program::Copy\(T\[\d+\], T\[\d+\]\)", src))
+
+
+def test_call_sites_alias_what_the_model_aliases(tmp_path):
+    """The weight, the same tensor at both sites, is the Function's
+    parameter itself (PopART's AliasZeroCopy, as the Session's model): no
+    copy into it; the inputs that differ per site are copied in, and each
+    site's output (two sites) copied out."""
+    ir = _two_calls(modify=False)
+    src, copies = _function_source(ir, tmp_path)
+    assert copies == 2 + 2, src
+
+
+def test_a_parameter_the_body_writes_is_still_copied(tmp_path):
+    # b + 0.0 is a new tensor, so the in-place update writes no parameter:
+    # the weight stays aliased; the copies are as above.
+    _, copies = _function_source(_two_calls(modify=True), tmp_path / "a")
+    assert copies == 4
+    rng = np.random.default_rng(2)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        w = popxl.variable(rng.normal(size=(3,)).astype(np.float32), name="w")
+
+        def body(b):
+            ops.scaled_add_(b, b, a=1.0, b=1.0)  # writes its (by-value) parameter
+            return b * 2.0
+
+        g = ir.create_graph(body, w)
+        (y,) = ops.call(g, w)
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    src, copies = _function_source(ir, tmp_path / "b")
+    # w is copied in (the body must not change the caller's w); y, the
+    # body's own tensor at the graph's only site, is read in place.
+    assert copies == 1, src
+
+
+@pytest.mark.slow
+def test_aliased_call_sites_compute_what_numpy_does(tmp_path):
+    ir = _two_calls(modify=False)
+    got, got_w, want, want_w, _, _ = roundtrip(ir, tmp_path / "two")
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)  # random_inputs(seed 0)
+    w = want_w["w"]
+    np.testing.assert_allclose(got["z"], (x @ w) @ w, rtol=1e-5)
+    np.testing.assert_allclose(got["z"], want["z"], rtol=1e-5)
+    w0 = np.random.default_rng(2).normal(size=(3,)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        wv = popxl.variable(w0, name="w")
+
+        def body(b):
+            ops.scaled_add_(b, b, a=1.0, b=1.0)
+            return b * 2.0
+
+        (y,) = ops.call(ir.create_graph(body, wv), wv)
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    got, got_w, want, want_w, _, _ = roundtrip(ir, tmp_path / "written")
+    np.testing.assert_allclose(got["y"], 4 * w0, rtol=1e-6)
+    np.testing.assert_array_equal(got_w["w"], w0)  # the caller's w is untouched
