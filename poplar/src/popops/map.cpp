@@ -212,20 +212,24 @@ double binary(BinaryOpType op, double a, double b, int code) {
   return 0;
 }
 
-/// The vertex: out[i] = expr(ins[0][i], ins[1][i], ...).
-class MapVertex : public poplar::Vertex {
+/// The vertex: out[i] = expr(ins[0][i], ins[1][i], ...). A MultiVertex,
+/// as popops' elementwise vertices: each of the tile's workers computes its
+/// sixth of the elements.
+class MapVertex : public poplar::MultiVertex {
 public:
   poplar::Vector<poplar::Input<poplar::Vector<AnyElem>>> ins;
   poplar::Output<poplar::Vector<AnyElem>> out;
   unsigned long long plan;
 
-  bool compute() {
+  bool compute(unsigned worker) {
     const MapPlan &p = *planOf<MapPlan>(plan);
-    std::size_t n = out.size();
+    std::size_t n = out.size(), workers = numWorkers();
+    std::size_t per = (n + workers - 1) / workers;
+    std::size_t begin = std::min(n, worker * per), end = std::min(n, begin + per);
     std::vector<double> stack(p.prog.size() + 1);
     std::vector<std::size_t> sizes(p.inCodes.size());
     for (std::size_t k = 0; k < p.inCodes.size(); ++k) sizes[k] = sizeOf(p.inCodes[k]);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = begin; i < end; ++i) {
       std::size_t sp = 0;
       for (const auto &nd : p.prog) {
         switch (nd.kind) {
@@ -268,7 +272,7 @@ poplar::ipuxl_detail::VertexTypeInfo mapVertexType() {
                                                     field("plan", &MapVertex::plan)});
 }
 
-/// Adds the vertices computing out = expr(ts...) to `prog`, one per tile of `out`.
+/// Adds the vertices computing out = expr(ts...) to `prog`, one MultiVertex per tile of `out`.
 void buildMap(poplar::Graph &graph, const Expr &e, const std::vector<poplar::Tensor> &ts, const poplar::Tensor &out,
               poplar::program::Sequence &prog, const poplar::DebugContext &dc) {
   requireCodelets(graph, "popops::ipuxl::Map", "popops");
@@ -291,7 +295,9 @@ void buildMap(poplar::Graph &graph, const Expr &e, const std::vector<poplar::Ten
     graph.connect(v["out"], o);
     graph.setInitialValue(v["plan"], keepPlan(plan));
     graph.setTileMapping(v, part.tile);
-    graph.setPerfEstimate(v, 12 + (part.size * std::max<std::size_t>(1, plan->opCount) + vw - 1) / vw);
+    // Cycles of one worker: its sixth of the elements, vw a cycle per operation.
+    std::size_t perWorker = (part.size + 5) / 6;
+    graph.setPerfEstimate(v, 12 + (perWorker * std::max<std::size_t>(1, plan->opCount) + vw - 1) / vw);
   }
   prog.add(poplar::program::Execute(cs));
 }
