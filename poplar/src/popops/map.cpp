@@ -1,6 +1,7 @@
 // ipuxl's PopLibs: popops::map. An expression is compiled into a postfix
 // program evaluated per element (in double, stored in the output type); the
-// output is split by its tile mapping into one vertex per tile.
+// output is split by its tile mapping into one MultiVertex per tile (each
+// worker computes a sixth of the tile's elements).
 #include "builtin.hpp"
 
 #include <algorithm>
