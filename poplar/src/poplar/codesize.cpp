@@ -1,6 +1,6 @@
 // ipuxl's Poplar: the IPU model's estimate of a program's control code and
 // exchange code per tile, by the rules (and the figures) of ipuxl's PopXL
-// model (cpp/model/code.cpp, target.hpp): every tile runs the same control
+// model (cpp/model/code.cpp, and the figures of target.hpp): every tile runs the same control
 // program, so each leaf program costs its control bytes on every tile;
 // each exchange costs a program plus a few bytes per contiguous region on
 // each tile that sends or receives. Code is counted per occurrence in the
@@ -9,23 +9,35 @@
 
 #include <set>
 
+#include "../../../cpp/model/target.hpp"
+
 namespace poplar {
 namespace ipuxl_detail {
 
 namespace {
-// Bytes per tile [assumptions of the PopXL model, fitted to Graphcore's
-// memory-report figures; see cpp/model/target.hpp].
-constexpr std::uint64_t kCcProgram = 8, kCcCall = 8, kCcControl = 16, kCcSync = 4;
-constexpr std::uint64_t kXcProgram = 32, kXcRegion = 2, kHxcProgram = 48, kCopyDescriptor = 8;
+// Bytes per tile: the PopXL model's accounting figures, read from its
+// Target (cpp/model/target.hpp) so that the two models share one source.
+const ipuxl::model::Target kFigures{};
+const std::uint64_t kCcProgram = kFigures.cc_program, kCcCall = kFigures.cc_call,
+                    kCcControl = kFigures.cc_control, kCcSync = kFigures.cc_sync;
+const std::uint64_t kXcProgram = kFigures.xc_program, kXcRegion = kFigures.xc_region,
+                    kHxcProgram = kFigures.hxc_program, kCopyDescriptor = kFigures.copy_descriptor;
 
 struct Walker {
   const GraphImpl &g;
   ProgramCode &c;
   unsigned tiles;
   std::set<unsigned> functions;
+  // Code bytes (all tiles) of the code instance being walked: the main
+  // programs' or a Function body's, without the Functions it calls.
+  std::vector<std::uint64_t> own{0};
 
+  void add(std::vector<std::uint64_t> &into, unsigned t, std::uint64_t bytes) {
+    into[t] += bytes;
+    own.back() += bytes;
+  }
   void control(std::uint64_t bytes) {
-    for (auto &v : c.control) v += bytes;
+    for (unsigned t = 0; t < tiles; ++t) add(c.control, t, bytes);
   }
   std::int32_t tileOf(const VarRegion &r, std::size_t e) const { return g.vars[r.var].tile[e]; }
 
@@ -48,7 +60,7 @@ struct Walker {
   void exchangeCode(const std::vector<std::uint64_t> &regions, std::vector<std::uint64_t> &into,
                     std::uint64_t program) {
     for (unsigned t = 0; t < tiles; ++t)
-      if (regions[t]) into[t] += program + kXcRegion * regions[t];
+      if (regions[t]) add(into, t, program + kXcRegion * regions[t]);
   }
   void execute(unsigned cs) {
     std::vector<std::uint64_t> regions(tiles, 0);
@@ -56,6 +68,7 @@ struct Walker {
       const auto &v = g.vertices[vid];
       const auto &type = *g.vertexTypes[v.type];
       unsigned tile = static_cast<unsigned>(v.tile);
+      own.back() += vertexStateBytes(g, v);
       for (std::size_t f = 0; f < type.fields.size(); ++f) {
         const auto &fc = v.fields[f];
         if (!fc.set || type.fields[f].kind == FK_VALUE_SCALAR || type.fields[f].kind == FK_VALUE_VECTOR ||
@@ -91,7 +104,7 @@ struct Walker {
       }
     exchangeCode(regions, c.internalExchange, kXcProgram);
     for (unsigned t = 0; t < tiles; ++t)
-      if (onTile[t]) c.copyDescriptors[t] += kCopyDescriptor;
+      if (onTile[t]) add(c.copyDescriptors, t, kCopyDescriptor);
     control(kCcProgram + kCcSync);
   }
   /// A host transfer (stream, remote buffer, print): packet handling on the tensor's tiles.
@@ -102,8 +115,8 @@ struct Walker {
         if (tileOf(r, e) >= 0) on[static_cast<unsigned>(tileOf(r, e))] = true;
     for (unsigned k = 0; k < tiles; ++k)
       if (on[k]) {
-        c.hostExchange[k] += kHxcProgram + kXcRegion;
-        c.copyDescriptors[k] += kCopyDescriptor; // the landing pad's copy
+        add(c.hostExchange, k, kHxcProgram + kXcRegion);
+        add(c.copyDescriptors, k, kCopyDescriptor); // the landing pad's copy
       }
     control(2 * (kCcProgram + kCcSync));
   }
@@ -115,12 +128,12 @@ struct Walker {
         for (std::size_t e = r.begin; e < r.end; ++e)
           if (tileOf(r, e) >= 0) on[static_cast<unsigned>(tileOf(r, e))] = true;
     for (unsigned k = 0; k < tiles; ++k)
-      if (on[k] && steps) c.globalExchange[k] += kHxcProgram + kXcRegion * steps;
+      if (on[k] && steps) add(c.globalExchange, k, kHxcProgram + kXcRegion * steps);
     control(kCcProgram + kCcSync);
   }
   void predicate() {
     control(kCcControl);
-    for (auto &v : c.internalExchange) v += kXcProgram; // the predicate is broadcast to every tile
+    for (unsigned t = 0; t < tiles; ++t) add(c.internalExchange, t, kXcProgram); // the predicate, to every tile
   }
 
   void walk(const program::Program &prog) {
@@ -148,7 +161,13 @@ struct Walker {
       return;
     case ProgKind::Call:
       control(kCcCall);
-      if (functions.insert(p.cs).second) walk(g.functions.at(p.cs));
+      ++c.functionCalls[p.cs];
+      if (functions.insert(p.cs).second) {
+        own.push_back(0);
+        walk(g.functions.at(p.cs));
+        c.functionCode[p.cs] = own.back();
+        own.pop_back();
+      }
       return;
     case ProgKind::Sync: control(kCcSync); return;
     case ProgKind::Abort: control(kCcControl); return;
@@ -160,6 +179,27 @@ struct Walker {
 };
 } // namespace
 
+std::uint64_t vertexStateBytes(const GraphImpl &g, const VertexInst &v) {
+  // A 4-byte pointer per edge (plus 4 for its size when a vector), and the
+  // bytes of value fields.
+  const auto &type = *g.vertexTypes[v.type];
+  std::uint64_t state = 0;
+  for (std::size_t f = 0; f < type.fields.size(); ++f) {
+    const auto &fc = v.fields[f];
+    switch (type.fields[f].kind) {
+    case FK_EDGE_SCALAR: state += 4; break;
+    case FK_EDGE_VECTOR: state += 8; break;
+    case FK_EDGE_VECTORLIST:
+    case FK_VECTOR_OF_EDGE_VECTORS: state += 8 + 8 * fc.list.size(); break;
+    case FK_VECTOR_OF_EDGE_SCALARS: state += 8 + 4 * fc.list.size(); break;
+    case FK_VALUE_SCALAR:
+    case FK_VALUE_VECTOR: state += fc.valueCount * typeCodeSize(type.fields[f].elemCode); break;
+    default: break;
+    }
+  }
+  return state;
+}
+
 ProgramCode programCode(const GraphImpl &g, const std::vector<program::Program> &programs) {
   unsigned tiles = g.target.getNumTiles();
   ProgramCode c;
@@ -167,6 +207,7 @@ ProgramCode programCode(const GraphImpl &g, const std::vector<program::Program> 
     v->assign(tiles, 0);
   Walker w{g, c, tiles, {}};
   for (const auto &p : programs) w.walk(p);
+  c.mainCode = w.own.front();
   return c;
 }
 

@@ -452,7 +452,10 @@ void Engine::run(unsigned prog, const std::string &) {
     throw poplar_error("Engine::run: program " + std::to_string(prog) + " does not exist (the engine has " +
                        std::to_string(impl_->compiled->programs.size()) + ")");
   ++impl_->prof.programsRun;
+  std::uint64_t before = impl_->prof.totalCycles;
   impl_->runAll(impl_->compiled->programs[prog]);
+  impl_->prof.cyclesByProgram[prog] += impl_->prof.totalCycles - before;
+  ++impl_->prof.runsByProgram[prog];
 }
 
 namespace {

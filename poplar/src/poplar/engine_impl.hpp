@@ -56,6 +56,7 @@ struct ProfileCounters {
   std::uint64_t computeSetsRun = 0, copiesRun = 0, streamCopies = 0, programsRun = 0, collectivesRun = 0;
   std::map<std::string, std::uint64_t> cyclesByComputeSet;
   std::map<std::string, std::uint64_t> runsByComputeSet;
+  std::map<unsigned, std::uint64_t> cyclesByProgram, runsByProgram; // Engine::run(index)
 };
 
 struct MemoryUse;
@@ -63,8 +64,22 @@ struct MemoryUse;
 /// Control and exchange code per tile of the programs (codesize.cpp).
 struct ProgramCode {
   std::vector<std::uint64_t> control, internalExchange, hostExchange, globalExchange, copyDescriptors;
+  // Code of one instance, all tiles (control, exchange, copy descriptors and
+  // vertex state; vertex code is per type): each Function's body without the
+  // Functions it calls, and the rest (the programs' own code).
+  std::map<unsigned, std::uint64_t> functionCode, functionCalls; // calls: Call sites in the tree walked
+  std::uint64_t mainCode = 0;
 };
+/// Vertex state bytes of one vertex (its edge pointers and value fields).
+std::uint64_t vertexStateBytes(const GraphImpl &g, const VertexInst &v);
 ProgramCode programCode(const GraphImpl &g, const std::vector<program::Program> &programs);
+
+/// Always-live variables and the not-always-live peak per tile (liveness.cpp).
+struct Liveness {
+  std::vector<bool> alwaysLive;              // per variable
+  std::vector<std::uint64_t> notAlwaysLive;  // per tile: the most live at one step
+};
+Liveness liveness(const GraphImpl &g, const std::vector<program::Program> &programs);
 
 /// Replicas: every replica has its own memory, bound compute sets, stream
 /// connections and remote buffers; `cur` selects the one a leaf program

@@ -17,6 +17,8 @@
 #include <set>
 #include <sstream>
 
+#include "../../../cpp/model/target.hpp"
+
 namespace poplar {
 namespace ipuxl_detail {
 
@@ -200,13 +202,15 @@ void EngineImpl::accountSync() {
 
 struct MemoryUse {
   std::vector<std::uint64_t> vars, consts, vertexState, code;
+  std::vector<std::uint64_t> notAlwaysLive; // the peak of the other variables (liveness.cpp)
+  std::vector<std::uint64_t> stack;         // the workers' stacks and runtime words of every tile
   ProgramCode programs; // control and exchange code (codesize.cpp)
   std::uint64_t exchange(unsigned t) const {
     return programs.internalExchange[t] + programs.hostExchange[t] + programs.globalExchange[t];
   }
   std::uint64_t total(unsigned t) const {
     return vars[t] + consts[t] + vertexState[t] + code[t] + programs.control[t] + exchange(t) +
-           programs.copyDescriptors[t];
+           programs.copyDescriptors[t] + notAlwaysLive[t] + stack[t];
   }
 };
 
@@ -218,7 +222,14 @@ static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program
   m.consts.assign(tiles, 0);
   m.vertexState.assign(tiles, 0);
   m.code.assign(tiles, 0);
-  for (const auto &v : g.vars) {
+  // The stack and runtime words every tile holds, by the PopXL model's figures (target.hpp).
+  const ipuxl::model::Target figures{};
+  m.stack.assign(tiles, static_cast<std::uint64_t>(figures.stack_bytes + figures.runtime_bytes));
+  Liveness live = liveness(g, programs);
+  m.notAlwaysLive = live.notAlwaysLive;
+  for (std::size_t i = 0; i < g.vars.size(); ++i) {
+    const auto &v = g.vars[i];
+    if (!live.alwaysLive[i]) continue;
     std::size_t sz = v.type.ipuxlSize();
     auto &dst = v.constant ? m.consts : m.vars;
     for (auto t : v.tile)
@@ -228,24 +239,7 @@ static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program
   for (const auto &v : g.vertices) {
     if (v.tile < 0) continue;
     unsigned tile = static_cast<unsigned>(v.tile);
-    // Vertex state: a 4-byte pointer per edge (plus 4 for its size when a
-    // vector), and the bytes of value fields.
-    const auto &type = *g.vertexTypes[v.type];
-    std::uint64_t state = 0;
-    for (std::size_t f = 0; f < type.fields.size(); ++f) {
-      const auto &fc = v.fields[f];
-      switch (type.fields[f].kind) {
-      case FK_EDGE_SCALAR: state += 4; break;
-      case FK_EDGE_VECTOR: state += 8; break;
-      case FK_EDGE_VECTORLIST:
-      case FK_VECTOR_OF_EDGE_VECTORS: state += 8 + 8 * fc.list.size(); break;
-      case FK_VECTOR_OF_EDGE_SCALARS: state += 8 + 4 * fc.list.size(); break;
-      case FK_VALUE_SCALAR:
-      case FK_VALUE_VECTOR: state += fc.valueCount * typeCodeSize(type.fields[f].elemCode); break;
-      default: break;
-      }
-    }
-    m.vertexState[tile] += state;
+    m.vertexState[tile] += vertexStateBytes(g, v);
     if (codeOnTile.insert({tile, v.type}).second) m.code[tile] += kVertexCodeBytes;
   }
   return m;
@@ -278,6 +272,7 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
 
   MemoryUse m = memoryOf(*g, compiled->programs);
   std::uint64_t vars = 0, consts = 0, state = 0, code = 0, control = 0, exchange = 0, descriptors = 0, maxUse = 0;
+  std::uint64_t nal = 0, stack = 0;
   unsigned maxTile = 0, over = 0;
   for (unsigned i = 0; i < tiles; ++i) {
     vars += m.vars[i];
@@ -287,13 +282,15 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
     control += m.programs.control[i];
     exchange += m.exchange(i);
     descriptors += m.programs.copyDescriptors[i];
+    nal += m.notAlwaysLive[i];
+    stack += m.stack[i];
     if (m.total(i) > maxUse) {
       maxUse = m.total(i);
       maxTile = i;
     }
     if (m.total(i) > t.getBytesPerTile()) ++over;
   }
-  std::uint64_t total = vars + consts + state + code + control + exchange + descriptors;
+  std::uint64_t total = vars + consts + state + code + control + exchange + descriptors + nal + stack;
   os << "\nMemory Usage:\n";
   os << "  Total for all IPUs:\n";
   line("  Total", withCommas(static_cast<double>(total), 0) + " B (" +
@@ -305,6 +302,8 @@ void EngineImpl::printSummary(std::ostream &os, const OptionFlags &opts) const {
   line("  Control code", withCommas(static_cast<double>(control), 0) + " B");
   line("  Exchange code", withCommas(static_cast<double>(exchange), 0) + " B");
   line("  Copy descriptors", withCommas(static_cast<double>(descriptors), 0) + " B");
+  line("  Stack", withCommas(static_cast<double>(stack), 0) + " B");
+  line("  Not always live (peak)", withCommas(static_cast<double>(nal), 0) + " B");
   line("Tile with most memory", "tile " + std::to_string(maxTile) + ", " + withCommas(static_cast<double>(maxUse), 0) +
                                     " B (" + withCommas(100.0 * maxUse / t.getBytesPerTile(), 1) + "%)");
   line("Average per tile", withCommas(static_cast<double>(total) / tiles, 1) + " B");
@@ -406,7 +405,8 @@ void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
                   : c == "controlCode" ? m.programs.control : c == "internalExchangeCode" ? m.programs.internalExchange
                   : c == "hostExchangeCode" ? m.programs.hostExchange
                   : c == "globalExchangeCode" ? m.programs.globalExchange
-                  : c == "copyDescriptor" ? m.programs.copyDescriptors : zeros;
+                  : c == "copyDescriptor" ? m.programs.copyDescriptors
+                  : c == "notAlwaysLive" ? m.notAlwaysLive : c == "stack" ? m.stack : zeros;
     f << (i ? ", " : "") << "\"" << c << "\": " << arr(v);
   }
   f << "},\n \"ops\": {";
@@ -426,8 +426,31 @@ void EngineImpl::writeIpuxlProfile(std::ostream &f, const MemoryUse &m) const {
   });
   col("executions", [&](const std::string &n) { return std::to_string(prof.runsByComputeSet.at(n)); });
   col("ipu", [&](const std::string &) { return std::string("0"); });
-  f << "},\n \"graphs\": [{\"name\": \"main\", \"main\": true, \"code_instances\": 1, \"code_bytes\": 0, "
-       "\"cycles\": " << prof.totalCycles << ", \"executions\": 1, \"call_sites\": 0, \"if_sites\": 0}],\n";
+  // Graphs: the programs' own code, then each Function (named by its
+  // index, Graph::addFunction's order) with the code of its body.
+  f << "},\n \"graphs\": [{\"name\": \"main\", \"main\": true, \"code_instances\": 1, \"code_bytes\": "
+    << m.programs.mainCode << ", \"cycles\": " << prof.totalCycles
+    << ", \"executions\": 1, \"call_sites\": 0, \"if_sites\": 0}";
+  for (const auto &kv : m.programs.functionCode)
+    f << ", {\"name\": \"function" << kv.first << "\", \"main\": false, \"function\": true, \"index\": " << kv.first
+      << ", \"code_instances\": 1, \"code_bytes\": " << kv.second << ", \"call_sites\": "
+      << m.programs.functionCalls.at(kv.first) << ", \"if_sites\": 0, \"cycles\": 0, \"executions\": 0}";
+  // Programs: the cycles of the runs of each, and the code each holds
+  // walked alone (the Functions it calls included), summed over tiles.
+  f << "],\n \"programs\": [";
+  const auto &progs = compiled->programs;
+  auto sum = [](const std::vector<std::uint64_t> &v) { return std::accumulate(v.begin(), v.end(), std::uint64_t(0)); };
+  for (std::size_t i = 0; i < progs.size(); ++i) {
+    ProgramCode pc = programCode(*g, {progs[i]});
+    auto c = prof.cyclesByProgram.find(static_cast<unsigned>(i));
+    std::uint64_t runs = c == prof.cyclesByProgram.end() ? 0 : prof.runsByProgram.at(c->first);
+    f << (i ? ", " : "") << "{\"index\": " << i << ", \"runs\": " << runs
+      << ", \"cycles\": " << (c == prof.cyclesByProgram.end() ? 0 : c->second) << ", \"code\": {\"controlCode\": "
+      << sum(pc.control) << ", \"internalExchangeCode\": " << sum(pc.internalExchange)
+      << ", \"hostExchangeCode\": " << sum(pc.hostExchange) << ", \"globalExchangeCode\": "
+      << sum(pc.globalExchange) << ", \"copyDescriptor\": " << sum(pc.copyDescriptors) << "}}";
+  }
+  f << "],\n";
   f << " \"steps\": {\"name\": [], \"cycles\": [], \"live_bytes\": []},\n";
   // Tensors: each variable with the tiles it spans.
   std::vector<std::string> tn;

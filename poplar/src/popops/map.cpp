@@ -1,6 +1,7 @@
 // ipuxl's PopLibs: popops::map. An expression is compiled into a postfix
 // program evaluated per element (in double, stored in the output type); the
-// output is split by its tile mapping into one vertex per tile.
+// output is split by its tile mapping into one MultiVertex per tile (each
+// worker computes a sixth of the tile's elements).
 #include "builtin.hpp"
 
 #include <algorithm>
@@ -212,20 +213,24 @@ double binary(BinaryOpType op, double a, double b, int code) {
   return 0;
 }
 
-/// The vertex: out[i] = expr(ins[0][i], ins[1][i], ...).
-class MapVertex : public poplar::Vertex {
+/// The vertex: out[i] = expr(ins[0][i], ins[1][i], ...). A MultiVertex,
+/// as popops' elementwise vertices: each of the tile's workers computes its
+/// sixth of the elements.
+class MapVertex : public poplar::MultiVertex {
 public:
   poplar::Vector<poplar::Input<poplar::Vector<AnyElem>>> ins;
   poplar::Output<poplar::Vector<AnyElem>> out;
   unsigned long long plan;
 
-  bool compute() {
+  bool compute(unsigned worker) {
     const MapPlan &p = *planOf<MapPlan>(plan);
-    std::size_t n = out.size();
+    std::size_t n = out.size(), workers = numWorkers();
+    std::size_t per = (n + workers - 1) / workers;
+    std::size_t begin = std::min(n, worker * per), end = std::min(n, begin + per);
     std::vector<double> stack(p.prog.size() + 1);
     std::vector<std::size_t> sizes(p.inCodes.size());
     for (std::size_t k = 0; k < p.inCodes.size(); ++k) sizes[k] = sizeOf(p.inCodes[k]);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = begin; i < end; ++i) {
       std::size_t sp = 0;
       for (const auto &nd : p.prog) {
         switch (nd.kind) {
@@ -268,7 +273,7 @@ poplar::ipuxl_detail::VertexTypeInfo mapVertexType() {
                                                     field("plan", &MapVertex::plan)});
 }
 
-/// Adds the vertices computing out = expr(ts...) to `prog`, one per tile of `out`.
+/// Adds the vertices computing out = expr(ts...) to `prog`, one MultiVertex per tile of `out`.
 void buildMap(poplar::Graph &graph, const Expr &e, const std::vector<poplar::Tensor> &ts, const poplar::Tensor &out,
               poplar::program::Sequence &prog, const poplar::DebugContext &dc) {
   requireCodelets(graph, "popops::ipuxl::Map", "popops");
@@ -291,7 +296,9 @@ void buildMap(poplar::Graph &graph, const Expr &e, const std::vector<poplar::Ten
     graph.connect(v["out"], o);
     graph.setInitialValue(v["plan"], keepPlan(plan));
     graph.setTileMapping(v, part.tile);
-    graph.setPerfEstimate(v, 12 + (part.size * std::max<std::size_t>(1, plan->opCount) + vw - 1) / vw);
+    // Cycles of one worker: its sixth of the elements, vw a cycle per operation.
+    std::size_t perWorker = (part.size + 5) / 6;
+    graph.setPerfEstimate(v, 12 + (perWorker * std::max<std::size_t>(1, plan->opCount) + vw - 1) / vw);
   }
   prog.add(poplar::program::Execute(cs));
 }

@@ -111,6 +111,9 @@ class PoplarEmitter:
         self.lines: List[str] = []             # the body being written
         self.functions: List[str] = []         # C++ functions of graph bodies
         self.graph_fn: Dict[int, int] = {}     # id(graph) -> F[] slot
+        self.function_graphs: List[str] = []   # graph name by F[] slot (addFunction order)
+        self._sites: Optional[Dict[int, list]] = None  # id(graph) -> entries calling it
+        self._aliased: Dict[int, set] = {}     # id(graph) -> input indices aliased at its calls
         self.codelets: Dict[str, str] = {}     # vertex name -> source
         self.helpers: set = set()              # names of poplar_ops C++ helpers used
         self.data: Dict[str, np.ndarray] = {}  # weights.npz
@@ -155,11 +158,16 @@ class PoplarEmitter:
         self._seq += 1
         return f"{base}{self._seq}"
 
-    def map_tensor(self, ref: str, t, graph_name: Optional[str] = None) -> None:
-        """Maps a new variable or constant: the IPU model's mapping, else linear."""
+    def model_mapping(self, t, graph_name: Optional[str] = None):
+        """The IPU model's mapping of ``t`` (see the class docstring), or None."""
         m = self.mapping.get((graph_name or self._graph_name, t.id))
         if m is not None and m[6] != int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize:
             m = None  # the model's tensor of that name is another one
+        return m
+
+    def map_tensor(self, ref: str, t, graph_name: Optional[str] = None) -> None:
+        """Maps a new variable or constant: the IPU model's mapping, else linear."""
+        m = self.model_mapping(t, graph_name)
         nelms = int(np.prod(t.shape, dtype=np.int64))
         if m is not None and nelms > 0:
             from .poplar_host import _elements_mapping
@@ -258,13 +266,84 @@ class PoplarEmitter:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
                                       "is not supported")
 
+    def aliased_inputs(self, g) -> Dict[int, object]:
+        """Inputs of called graph ``g`` that are the caller's tensor itself,
+        with no copy at the call: as PopART's AliasZeroCopy (and ipuxl's
+        IPU model) alias a parameter bound to the same caller tensor at every
+        call site. Only for graphs every site of which is a ``call``; an
+        input the body writes (itself or through a view) only when every
+        site passes it by reference, its writes going back anyway.
+        ``{input index: caller tensor}``."""
+        if self._sites is None:
+            self._sites = {}
+            for h in self.prog.graphs:
+                for e in self.prog.entries[h]:
+                    for cg in e.graphs:
+                        self._sites.setdefault(id(cg), []).append(e)
+        sites = self._sites.get(id(g), [])
+        if not sites or any(e.kind != "call" for e in sites):
+            return {}
+        written = self._written_roots(g)
+        out = {}
+        for i, gi in enumerate(self.prog.graph_inputs[g]):
+            xs = [e.inputs[i] if i < len(e.inputs) else None for e in sites]
+            if xs[0] is None or any(x is not xs[0] for x in xs):
+                continue
+            if sum(x is xs[0] for x in sites[0].inputs) > 1:
+                continue  # one tensor at two positions: a write through one must not show in the other
+            if id(gi) in written and not all(i in e.modified for e in sites):
+                continue
+            out[i] = xs[0]
+        return out
+
+    def _storage_root(self, g):
+        """``root(tensor) -> id``: the storage each tensor of ``g`` is a view
+        of, through its ops' (output, input) alias pairs."""
+        parent: Dict[int, int] = {}
+
+        def find(t: int) -> int:
+            while parent.get(t, t) != t:
+                t = parent[t]
+            return t
+
+        for e in self.prog.entries[g]:
+            for o, i in e.aliases:
+                if o < len(e.outputs) and i < len(e.inputs) and e.inputs[i] is not None:
+                    parent[find(id(e.outputs[o]))] = find(id(e.inputs[i]))
+        return lambda t: find(id(t))
+
+    def _written_roots(self, g) -> set:
+        """ids of the inputs of ``g`` whose storage an op of ``g`` writes
+        (itself or through a view)."""
+        root = self._storage_root(g)
+        roots = {root(t) for e in self.prog.entries[g] for t in e.written_inputs()}
+        return {id(t) for t in self.prog.graph_inputs[g] if root(t) in roots}
+
+    def aliased_outputs(self, g) -> set:
+        """Outputs of ``g`` its call site reads in place (no copy out): when
+        ``g`` has one site, a ``call``, and the output is storage of the
+        body's own, not a view of an input."""
+        sites = (self._sites or {}).get(id(g), [])
+        if len(sites) != 1 or sites[0].kind != "call":
+            return set()
+        root = self._storage_root(g)
+        inputs = {root(t) for t in self.prog.graph_inputs[g]}
+        outs = self.prog.graph_outputs[g]
+        return {k for k, t in enumerate(outs)
+                if root(t) not in inputs and sum(o is t for o in outs) == 1}
+
     def function_of(self, g) -> str:
         """The ``poplar::Function`` of called graph ``g``, built on first use."""
         k = self.graph_fn.get(id(g))
         if k is not None:
             return f"F[{k}]"
-        for t in self.prog.graph_inputs[g]:
-            self.new_variable(t, graph_name=g.name)
+        aliased = self.aliased_inputs(g)
+        for i, t in enumerate(self.prog.graph_inputs[g]):
+            if i in aliased:
+                self.alias(t, aliased[i])
+            else:
+                self.new_variable(t, graph_name=g.name)
+        self._aliased[id(g)] = set(aliased)
         saved, saved_name = self.lines, self._graph_name
         self.lines, self._graph_name = [], g.name
         self.emit_graph_ops(g)
@@ -273,6 +352,7 @@ class PoplarEmitter:
         self.functions.append(self._chunked(
             fn, body, f"// graph {g.name!r}: one Function, called from each of its call sites"))
         k = self.graph_fn[id(g)] = len(self.graph_fn)
+        self.function_graphs.append(g.name)
         self.line(f"{{ poplar::program::Sequence body; {fn}(graph, body, data); "
                   f"F[{k}] = graph.addFunction(body); }}")
         self.counts["functions"] += 1
@@ -311,8 +391,10 @@ class PoplarEmitter:
         g = e.graphs[0]
         f = self.function_of(g)
         ins, outs = self.prog.graph_inputs[g], self.prog.graph_outputs[g]
-        for x, gi in zip(e.inputs, ins):
-            self._copy("prog", self.t(x), self.t(gi))
+        aliased = self._aliased.get(id(g), set())
+        for i, (x, gi) in enumerate(zip(e.inputs, ins)):
+            if i not in aliased:
+                self._copy("prog", self.t(x), self.t(gi))
         if kind == "call":
             self.line(f"prog.add(poplar::program::Call({f}));")
             self.counts["calls"] += 1
@@ -327,12 +409,16 @@ class PoplarEmitter:
             self.counts["repeats"] += 1
             self.counts["calls"] += 1
         # Outputs after the site: a repeat's values are the carried inputs'.
+        in_place = self.aliased_outputs(g) if kind == "call" else set()
         for k, out in enumerate(e.outputs):
             src = ins[k] if kind == "repeat" and k < len(ins) else outs[k]
+            if k in in_place:
+                self.alias(out, src)
+                continue
             ref = self.define(out, f"graph.clone({self.t(src)}, {cstr(out.id)})")
             self._copy("prog", self.t(src), ref)
         for i in e.modified:  # by-reference inputs: the callee's writes go back
-            if i < len(ins) and e.inputs[i] is not None:
+            if i < len(ins) and e.inputs[i] is not None and i not in aliased:
                 self._copy("prog", self.t(ins[i]), self.t(e.inputs[i]))
 
     def emit_if(self, e) -> None:
@@ -537,7 +623,8 @@ def export_poplar(ir, out_dir: str, weights: Optional[dict] = None, profile=None
     mappings to use (default: :func:`ipuxl.profile.profile_ir` on
     ``model``). ``main=False`` leaves ``main()`` out. Returns a summary:
     files written, functions, calls, repeats, tensors mapped from the model
-    and linearly."""
+    and linearly, the graph of each ``poplar::Function`` in
+    ``graph.addFunction`` order (``function_graphs``)."""
     from .poplar_host import mapping_of
 
     if profile is None:
@@ -554,4 +641,4 @@ def export_poplar(ir, out_dir: str, weights: Optional[dict] = None, profile=None
     np.savez(os.path.join(out_dir, "weights.npz"), **em.data)
     return {"files": sorted(files) + ["weights.npz"], **em.counts,
             "model_mapped": em.model_mapped, "linear_mapped": list(em.linear_mapped),
-            "codelets": sorted(em.codelets)}
+            "codelets": sorted(em.codelets), "function_graphs": list(em.function_graphs)}

@@ -188,7 +188,13 @@ def _matmul(em, e):
     a, b = em.t(a_t), em.t(b_t)
     ot = _ptype(out.dtype)
     if len(a_t.shape) == 2 and len(b_t.shape) == 2:
-        em.define(out, f"poplin::matMul(graph, {a}, {b}, prog, {ot}, {_dbg(e)})")
+        if em.model_mapping(out) is None:
+            em.define(out, f"poplin::matMul(graph, {a}, {b}, prog, {ot}, {_dbg(e)})")
+            return
+        # The output laid out as the IPU model's plan lays it out, so that the
+        # program's vertices and the ops after it sit where the model has them.
+        ref = em.new_variable(out)
+        em.line(f"poplin::matMulWithOutput(graph, {a}, {b}, {ref}, prog, {_dbg(e)});")
         return
     sa, sb = list(a_t.shape), list(b_t.shape)
     if len(sa) == 1:
