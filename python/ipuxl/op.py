@@ -23,6 +23,19 @@ __all__ = ["Op", "create_op", "placement_epoch"]
 _placement_epoch = 0
 
 
+#: ``ipuxl.tensor.Tensor``, bound on first use (that module imports this one;
+#: an import statement per op costs as much as a fifth of creating it).
+_TENSOR = None
+
+
+def _tensor_class():
+    global _TENSOR
+    from .tensor import Tensor
+
+    _TENSOR = Tensor
+    return Tensor
+
+
 def placement_epoch() -> int:
     return _placement_epoch
 
@@ -151,8 +164,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
         name: op name; defaults to the lower-cased type.
         called_graphs: graphs the op calls (call, repeat, conditional).
     """
-    from .tensor import Tensor
-
+    Tensor = _TENSOR or _tensor_class()
     d = get_opdef(type)
     ctx = get_current_context()
     g = graph if graph is not None else ctx.graph

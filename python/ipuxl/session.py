@@ -17,6 +17,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 import numpy as np
 
 from . import _abstract, dtypes, settings
+from ._gc import gc_paused
 from ._host_memory import aligned_copy, aligned_empty, is_aligned
 from .lowering import LoweredProgram, build
 from .ir import Ir
@@ -121,6 +122,14 @@ class Session:
         self._device = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
         ir._prepared = True
+        # Compiling allocates hundreds of thousands of long-lived objects
+        # (the programs, the model's tables): no cyclic collection rescans
+        # them (and the Ir) while they are being made (ipuxl._gc).
+        with gc_paused():
+            self._compile(ir, device_desc, model, opts, host_passes, share_host_weights)
+
+    def _compile(self, ir, device_desc, model, opts, host_passes, share_host_weights):
+        """The rest of ``__init__``: lowering, the Engine, the model, the host state."""
         from .session_options import warn_unmodelled_options
 
         warn_unmodelled_options(ir)
