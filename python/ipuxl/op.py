@@ -198,7 +198,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
             continue
         out_name, shape, dt = out
         want = specs[k] if k < len(specs) else None
-        if want is None or tuple(int(x) for x in shape) != tuple(want[0]) or dt != want[1]:
+        if want is None or tuple(map(int, shape)) != tuple(want[0]) or dt != want[1]:
             raise AssertionError(
                 f"{type}: the builder's output {k} {dt}{tuple(shape)} disagrees with the op's "
                 f"shape rule {want}")
@@ -213,8 +213,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
             d.modifies(inputs, attrs, called_graphs))
     op.inputs = list(inputs)
     for out_name, (shape, dt) in zip(names, specs):
-        op.outputs.append(Tensor._create(g, out_name, tuple(int(x) for x in shape), dt,
-                                         producer=op))
+        op.outputs.append(Tensor._create(g, out_name, tuple(map(int, shape)), dt, producer=op))
     for i in op.modified:
         _check_writable(name or type, op.inputs[i])
     g._add_op(op)
