@@ -85,6 +85,7 @@ class Session:
     undefined, as any run that fails part-way.
     """
 
+    @gc_paused()  # compiling keeps tens of objects an op alive (ipuxl._gc)
     def __init__(self, ir: Ir, device_desc="cpu", weights_to_host_on_exit: bool = True,
                  *, share_host_weights: bool = False, host_passes=None):
         from .profile.model import IpuModel
@@ -122,14 +123,6 @@ class Session:
         self._device = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
         ir._prepared = True
-        # Compiling allocates hundreds of thousands of long-lived objects
-        # (the programs, the model's tables): no cyclic collection rescans
-        # them (and the Ir) while they are being made (ipuxl._gc).
-        with gc_paused():
-            self._compile(ir, device_desc, model, opts, host_passes, share_host_weights)
-
-    def _compile(self, ir, device_desc, model, opts, host_passes, share_host_weights):
-        """The rest of ``__init__``: lowering, the Engine, the model, the host state."""
         from .session_options import warn_unmodelled_options
 
         warn_unmodelled_options(ir)
