@@ -23,6 +23,18 @@ exponent is printed for both.
     PYTHONPATH=python python3 bench/compile_scaling.py                  # 1k, 10k, 100k
     PYTHONPATH=python python3 bench/compile_scaling.py --sizes 1000 2000 10000
     PYTHONPATH=python python3 bench/compile_scaling.py --device cpu --profile 10000
+
+``--gptj EXAMPLES`` instead builds Graphcore's GPT-J fine-tuning program
+(``nlp/gpt_j/popxl`` of a graphcore/examples checkout, through its own
+``finetuning(config)``) at its ``tiny`` and 28-layer ``gptj_6B_1024_pod16``
+/ ``_pod64`` configurations as abstract programs (shapes, no weights) and
+models them on an IPU2, each in a fresh process
+(``scripts/popxl_app_configs.py``, whose package cache it uses): the
+figures are that build's wall and CPU seconds, without the imports, and
+the process's peak RSS, imports included.
+
+    PYTHONPATH=python python3 bench/compile_scaling.py --gptj /path/to/examples \
+        --examples-utils /path/to/examples-utils
 """
 import argparse
 import json
@@ -147,6 +159,46 @@ def _child(n: int, device: str, profile: bool) -> None:
     print(json.dumps(res))
 
 
+#: GPT-J fine-tuning configurations --gptj builds (``finetuning.yml``).
+GPTJ_CONFIGS = ("tiny", "gptj_6B_1024_pod16", "gptj_6B_1024_pod64")
+
+
+def gptj(examples: str, examples_utils, cache: str, timeout: float) -> int:
+    """Build and model the GPT-J configurations (see the module docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    import popxl_app_configs as pac
+    import popxl_apps
+
+    rel = "nlp/gpt_j/popxl"
+    print(f"{'config':<20} {'ops':>6} {'build s':>8} {'build cpu s':>11} {'peak RSS MB':>11} "
+          f"{'fits':>5}")
+    with tempfile.TemporaryDirectory(prefix="compile_scaling_gptj_") as tmp:
+        tmp = Path(tmp)
+        popxl_apps.export(Path(examples).resolve(), [rel, "utils/examples_tests"], tmp / "gpt_j")
+        root = tmp / "gpt_j" / rel
+        eutils = Path(examples_utils).resolve() if examples_utils else None
+        target = pac.prepare_packages(root, eutils, Path(cache), tmp)
+        extra = [*popxl_apps.python_paths(root), target]
+        sections = {name: (yml, sec) for yml, sec, name in pac.release_configs(root)
+                    if yml == "finetuning.yml"}
+        for name in GPTJ_CONFIGS:
+            if name not in sections:
+                print(f"{name:<20} not in finetuning.yml")
+                continue
+            yml, sec = sections[name]
+            r = pac.run_child("gpt_j", root, extra, yml, sec, name, timeout)
+            if "error" in r:
+                print(f"{name:<20} error: {r['error']}")
+                sys.stderr.write(r.get("stderr", ""))
+                return 1
+            print(f"{name:<20} {r['ops']:>6} {r['build_s']:>8.2f} {r['build_only_cpu_s']:>11.2f} "
+                  f"{r['max_rss_mb']:>11.0f} {'yes' if r['fits'] else 'NO':>5}", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
@@ -154,8 +206,18 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="ipu_model", choices=["ipu_model", "cpu"])
     ap.add_argument("--profile", type=int, metavar="N",
                     help="run one size under cProfile and print the top functions")
+    ap.add_argument("--gptj", metavar="EXAMPLES",
+                    help="build GPT-J fine-tuning (tiny, 28 layers) from this graphcore/examples "
+                         "checkout instead of the chains")
+    ap.add_argument("--examples-utils", help="graphcore/examples-utils checkout (with --gptj)")
+    ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ipuxl",
+                                                    "popxl_apps"),
+                    help="package cache of scripts/popxl_apps.py (with --gptj)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per GPT-J build")
     ap.add_argument("--_one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.gptj:
+        return gptj(args.gptj, args.examples_utils, args.cache, args.timeout)
     if args._one is not None or args.profile is not None:
         _child(args._one if args._one is not None else args.profile, args.device,
                args.profile is not None)

@@ -61,12 +61,18 @@ def _host_asarray(data, what: str, dtype=None) -> np.ndarray:
         raise type(e)(f"{what}: cannot convert the data to an array: {e}") from None
 
 
+_TENSOR = None  # ipuxl.tensor.Tensor, bound on first use
+
+
 def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: str,
                    log2_scale: Optional[int] = None,
                    nan_on_overflow: Optional[bool] = None) -> Tuple[np.ndarray, dtypes.dtype]:
-    from .tensor import Tensor  # noqa: PLC0415 - the module that imports this one
+    global _TENSOR
+    if _TENSOR is None:
+        from .tensor import Tensor  # noqa: PLC0415 - the module that imports this one
 
-    if isinstance(data, Tensor):
+        _TENSOR = Tensor
+    if isinstance(data, _TENSOR):
         raise TypeError(f"{what}: data must be host data (numpy, list, scalar), not a Tensor")
     if dtype is not None:
         dt = dtypes.dtype.as_dtype(dtype)

@@ -37,7 +37,7 @@ class RemoteVariables:
         replicas = int(self.engine.replicas)
         #: ``(core index, entries, entry shape, numpy dtype)`` of every remote buffer.
         self.buffers = [(lowered.remote_index[id(rb)], int(rb.entries), rb.tensor_shape,
-                         rb.tensor_dtype.as_numpy()) for rb in lowered.host.remote_buffers]
+                         rb.tensor_dtype.as_numpy()) for rb in lowered.remote_buffers]
         self.placed: List[_Placed] = []
         for v in lowered.remote_variables:
             rb, entry, sharded = v._remote

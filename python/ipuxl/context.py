@@ -93,8 +93,10 @@ class Context:
                 else:
                     prev.append(None)  # sentinel: no constraint for the first block
                 prev.append(op)
-        for hook in list(op.graph._op_created_hooks.values()):
-            hook(op)
+        hooks = op.graph._op_created_hooks
+        if hooks:
+            for hook in list(hooks.values()):
+                hook(op)
 
     def _scoped_name(self, name: str) -> str:
         return "/".join(self._name_scopes + [name]) if self._name_scopes else name

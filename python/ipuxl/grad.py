@@ -205,11 +205,18 @@ class GradContext:
         return g
 
 
+_OPS = None  # ipuxl.ops (which imports this module), bound on first use
+
+
 def sum_to_shape(t: "Tensor", shape) -> "Tensor":
     """Reduce-sum ``t`` over the axes broadcasting added or expanded so that
     the result has exactly ``shape``."""
-    from . import ops
+    global _OPS
+    if _OPS is None:
+        from . import ops
 
+        _OPS = ops
+    ops = _OPS
     shape = tuple(shape)
     if t.shape == shape:
         return t

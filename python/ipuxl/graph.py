@@ -24,6 +24,9 @@ class Graph:
         self = object.__new__(cls)
         self._ir = ir
         self._name = name
+        # Graphs key the lowering's and autodiff's dicts: hashed once (the
+        # name and Ir never change).
+        self._hash = hash((name, id(ir)))
         self._scope_prefix = f"{name}/" if name else ""
         self._ops: List["Op"] = []
         self._ops_set: Set["Op"] = set()
@@ -224,7 +227,7 @@ class Graph:
         return other._ir is self._ir and other._name == self._name
 
     def __hash__(self):
-        return hash((self._name, id(self._ir)))
+        return self._hash
 
     def __repr__(self):
         return f"Graph[id={self.id} name={self.name}]"

@@ -23,6 +23,19 @@ __all__ = ["Op", "create_op", "placement_epoch"]
 _placement_epoch = 0
 
 
+#: ``ipuxl.tensor.Tensor``, bound on first use (that module imports this one;
+#: an import statement per op costs as much as a fifth of creating it).
+_TENSOR = None
+
+
+def _tensor_class():
+    global _TENSOR
+    from .tensor import Tensor
+
+    _TENSOR = Tensor
+    return Tensor
+
+
 def placement_epoch() -> int:
     return _placement_epoch
 
@@ -151,8 +164,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
         name: op name; defaults to the lower-cased type.
         called_graphs: graphs the op calls (call, repeat, conditional).
     """
-    from .tensor import Tensor
-
+    Tensor = _TENSOR or _tensor_class()
     d = get_opdef(type)
     ctx = get_current_context()
     g = graph if graph is not None else ctx.graph
@@ -186,7 +198,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
             continue
         out_name, shape, dt = out
         want = specs[k] if k < len(specs) else None
-        if want is None or tuple(int(x) for x in shape) != tuple(want[0]) or dt != want[1]:
+        if want is None or tuple(map(int, shape)) != tuple(want[0]) or dt != want[1]:
             raise AssertionError(
                 f"{type}: the builder's output {k} {dt}{tuple(shape)} disagrees with the op's "
                 f"shape rule {want}")
@@ -201,8 +213,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
             d.modifies(inputs, attrs, called_graphs))
     op.inputs = list(inputs)
     for out_name, (shape, dt) in zip(names, specs):
-        op.outputs.append(Tensor._create(g, out_name, tuple(int(x) for x in shape), dt,
-                                         producer=op))
+        op.outputs.append(Tensor._create(g, out_name, tuple(map(int, shape)), dt, producer=op))
     for i in op.modified:
         _check_writable(name or type, op.inputs[i])
     g._add_op(op)

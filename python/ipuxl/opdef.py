@@ -173,6 +173,8 @@ class OpDef:
     def aliases(self, inputs, attrs, graphs=()) -> Pairs:
         """The output/input pairs sharing storage for these inputs and attributes."""
         a = self._aliases
+        if not a:
+            return ()
         return tuple(tuple(p) for p in (a(inputs, attrs, graphs) if callable(a) else a))
 
     def modifies(self, inputs, attrs, graphs=()) -> Tuple[int, ...]:

@@ -17,6 +17,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional
 import numpy as np
 
 from . import _abstract, dtypes, settings
+from ._gc import gc_paused
 from ._host_memory import aligned_copy, aligned_empty, is_aligned
 from .lowering import LoweredProgram, build
 from .ir import Ir
@@ -86,6 +87,7 @@ class Session:
     undefined, as any run that fails part-way.
     """
 
+    @gc_paused()  # compiling keeps tens of objects an op alive (ipuxl._gc)
     def __init__(self, ir: Ir, device_desc="cpu", weights_to_host_on_exit: bool = True,
                  *, share_host_weights: bool = False, host_passes=None):
         from .profile.model import IpuModel

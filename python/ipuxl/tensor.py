@@ -10,6 +10,7 @@ from . import dtypes
 from ._abstract import AbstractData, abstract_host_array
 from ._host_data import _check_fits, _to_host_array  # noqa: F401 - ops.utils imports _check_fits
 from ._positions import position
+from ._shapes import check_shape
 from .context import get_current_context, get_current_graph, get_main_graph
 from .errors import UndefinedValue
 from .op import placement_epoch
@@ -34,8 +35,6 @@ class TensorSpec(Mapping):
     described (``ir.create_graph(fn, x.spec)``)."""
 
     def __init__(self, shape: Tuple[int, ...], dtype: dtypes.dtype, meta_shape: Tuple[int, ...] = ()):
-        from ._shapes import check_shape
-
         self.dtype = dtypes.dtype.as_dtype(dtype)
         self.shape = check_shape("TensorSpec", shape, self.dtype.itemsize)
         self.meta_shape = tuple(meta_shape)
@@ -593,8 +592,6 @@ def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] =
             f"graph_input {name or 't'!r}: the main graph has no inputs; feed data with "
             "popxl.h2d_stream and ops.host_load, or hold it in a popxl.variable")
     dt = dtypes.dtype.as_dtype(dtype)
-    from ._shapes import check_shape
-
     shape = check_shape(f"graph_input {name or 't'!r}", shape, dt.itemsize)
     t = Tensor._create(g, name or "t", shape, dt, meta_shape=tuple(meta_shape or ()))
     g._add_input(t, by_ref=by_ref)

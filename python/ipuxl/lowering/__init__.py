@@ -186,7 +186,9 @@ class LoweredProgram:
 
         self.engine = engine
         self.faithful = faithful
-        self.host = host
+        # The host program's entries are not kept: the Engine has them, and
+        # they are a quarter of the objects a large Session would keep alive.
+        self.remote_buffers: List = list(host.remote_buffers)
         self.tensor_index = tensor_index
         self.stream_index = stream_index
         self.streams: List = list(host.streams)

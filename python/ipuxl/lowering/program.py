@@ -143,8 +143,13 @@ def tensor_record(t, kind: str) -> LoweredTensor:
     """The record of Ir tensor ``t`` of kind ``kind`` (placed as
     :func:`_placement` says; a constant with its data)."""
     ipu, tile_set = _placement(t)
-    return LoweredTensor(t, t.id, t.dtype, tuple(t.shape), kind, ipu, tile_set,
-                         t._host_data if kind == "constant" else None)
+    # The frozen dataclass's __init__ sets each field through
+    # object.__setattr__; lowering makes one record per tensor.
+    r = object.__new__(LoweredTensor)
+    r.__dict__.update(tensor=t, name=t.id, dtype=t.dtype, shape=tuple(t.shape), kind=kind,
+                      ipu=ipu, tile_set=tile_set,
+                      data=t._host_data if kind == "constant" else None)
+    return r
 
 
 class SyntheticTensor:

@@ -36,8 +36,8 @@ def check_in_graph(op: str, **tensors: Optional[Tensor]) -> None:
     """Raise if any tensor is not in the current graph."""
     g = get_current_graph()
     for name, t in tensors.items():
-        if t is None:
-            continue
+        if t is None or (type(t) is Tensor and t._graph is g):
+            continue  # the common case, without the property look-ups
         check_tensor(op, name, t)
         if t.graph is not g and t.ir is not g.ir:
             raise ValueError(
