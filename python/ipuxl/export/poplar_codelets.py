@@ -274,6 +274,8 @@ HELPERS = {
     "nllSoftmaxGrad": (_NLL, ()),
     "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
+    "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
+    "popnnPooling": ("", ()),
 }
 
 CODELETS = {

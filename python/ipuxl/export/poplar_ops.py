@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .poplar_codelets import CODELETS, HELPERS
+from .poplar_nn import NN_KERNELS
 
 __all__ = ["KERNELS", "emit_kernel", "emit_collective", "helper_source", "extra_includes"]
 
@@ -497,6 +498,7 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
+    **NN_KERNELS,
 }
 
 
@@ -549,8 +551,13 @@ def emit_collective(em, e) -> None:
         raise NotImplementedError(f"Poplar export: collective op {typ} ({e.name!r})")
 
 
+_INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
+             "poplinConv": ["#include <poplin/ConvUtil.hpp>", "#include <poplin/Convolution.hpp>"],
+             "popnnPooling": ["#include <popnn/Pooling.hpp>"]}
+
+
 def extra_includes(em) -> list:
-    return ["#include <gcl/Collectives.hpp>"] if "gcl" in em.helpers else []
+    return [line for h, lines in _INCLUDES.items() if h in em.helpers for line in lines]
 
 
 def helper_source(em) -> str:
