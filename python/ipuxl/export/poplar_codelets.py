@@ -364,3 +364,9 @@ public:
 };
 """,
 }
+
+# The random ops' generator (poplar_random.py).
+from .poplar_random import RANDOM_CODELETS, RANDOM_HELPERS  # noqa: E402
+
+HELPERS.update(RANDOM_HELPERS)
+CODELETS.update(RANDOM_CODELETS)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .poplar_codelets import CODELETS, HELPERS
 from .poplar_nn import NN_KERNELS
+from .poplar_random import RANDOM_KERNELS
 
 __all__ = ["KERNELS", "emit_kernel", "emit_collective", "helper_source", "extra_includes"]
 
@@ -498,7 +499,7 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
-    **NN_KERNELS,
+    **NN_KERNELS, **RANDOM_KERNELS,
 }
 
 
