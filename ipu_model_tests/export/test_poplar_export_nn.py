@@ -168,3 +168,29 @@ def test_dilated_pooling_is_refused(tmp_path):
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
     with pytest.raises(NotImplementedError, match=r"op MaxPool \(.*dilations"):
         export_poplar(ir, str(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest, tmp_path):
+    """TopK on a middle axis, with ties (equal values keep index order) and
+    a NaN (larger than every number), against torch.topk."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3, 9, 4), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        v, i = ops.topk(x, 4, axis=1, largest=largest, sorted=True)
+        ops.host_store(popxl.d2h_stream(v.shape, v.dtype, name="v"), v)
+        ops.host_store(popxl.d2h_stream(i.shape, i.dtype, name="i"), i)
+    xv = np.random.default_rng(9).integers(-3, 4, size=(3, 9, 4)).astype(np.float32)  # many ties
+    xv[1, 5, 2] = np.nan
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: xv})
+    assert "popops::topKWithPermutation(" in src
+    for k in ("v", "i"):
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    # torch.topk (stable=True via a stable sort: ties in index order)
+    t = torch.tensor(xv)
+    ref_v, ref_i = torch.sort(t, dim=1, descending=largest, stable=True)
+    np.testing.assert_array_equal(got["v"], ref_v[:, :4].numpy())
+    np.testing.assert_array_equal(got["i"], ref_i[:, :4].numpy().astype(np.int32))
+    assert got["i"].dtype == np.int32

@@ -276,6 +276,7 @@ HELPERS = {
     "gcl": (_GCL, ()),
     "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
     "popnnPooling": ("", ()),
+    "popopsTopK": ("", ()),
 }
 
 CODELETS = {

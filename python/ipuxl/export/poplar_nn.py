@@ -10,6 +10,7 @@ as PopART's ConvOpx / ConvWeightsGradOpx / PoolOpx call PopLibs.
   parameters and ``transposeAndFlipWeights = true``.
 * ``ConvWeightsGrad``: ``poplin::calculateWeightDeltas`` with the forward
   parameters.
+* ``TopK``: ``popops::topKWithPermutation`` on the axis moved innermost.
 * ``MaxPool`` / ``AveragePool``: ``popnn::pooling::pool``; their gradients
   ``popnn::pooling::poolInputGradient``.
 
@@ -156,7 +157,32 @@ def _avg_pool_grad(em, e):
                             f"{_dbg(e)})")
 
 
+# ---------------------------------------------------------------- TopK
+
+def _topk(em, e):
+    """PopART's TopKOpx: the axis moved innermost,
+    ``popops::topKWithPermutation`` (sorted, stable), moved back; the
+    UNSIGNED_INT indices cast to the op's int32."""
+    x = e.inputs[0]
+    a = e.attrs
+    rank = len(x.shape)
+    axis = int(a["axis"]) % rank
+    perm = [d for d in range(rank) if d != axis] + [axis]
+    inv = [perm.index(d) for d in range(rank)]
+    largest = bool(int(a["largest"]))
+    order = "DESCENDING" if largest else "ASCENDING"
+    v = em.fresh("topk")
+    em.helpers.add("popopsTopK")
+    em.line(f"auto {v} = popops::topKWithPermutation(graph, prog, {em.t(x)}.dimShuffle({_ulist(perm)}), "
+            f"popops::TopKParams({int(a['k'])}, {str(largest).lower()}, popops::SortOrder::{order}, true), "
+            f"{_dbg(e)});")
+    em.define(e.outputs[0], f"{v}.first.dimShuffle({_ulist(inv)})")
+    em.define(e.outputs[1], f"popops::cast(graph, {v}.second, {_em().ptype(e.outputs[1].dtype)}, prog, "
+                            f"{_dbg(e)}).dimShuffle({_ulist(inv)})")
+
+
 NN_KERNELS = {
+    "TopK": _topk,
     "Conv": _conv, "ConvDataGrad": _conv_data_grad, "ConvWeightsGrad": _conv_weights_grad,
     "MaxPool": _pool("MAX"), "AveragePool": _pool("AVG"),
     "MaxPoolGrad": _max_pool_grad, "AveragePoolGrad": _avg_pool_grad,

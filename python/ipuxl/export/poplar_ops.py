@@ -554,7 +554,8 @@ def emit_collective(em, e) -> None:
 
 _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "poplinConv": ["#include <poplin/ConvUtil.hpp>", "#include <poplin/Convolution.hpp>"],
-             "popnnPooling": ["#include <popnn/Pooling.hpp>"]}
+             "popnnPooling": ["#include <popnn/Pooling.hpp>"],
+             "popopsTopK": ["#include <popops/TopK.hpp>"]}
 
 
 def extra_includes(em) -> list:
