@@ -34,7 +34,7 @@ from repo_modules import ROOT, load
 
 POPLAR_INCLUDE = os.path.join(ROOT, "poplar", "include")
 USER_GUIDE = sorted(glob.glob(os.path.join(ROOT, "examples", "user_guide", "*.py")))
-REFUSED = {"float8_inference.py"}  # float8 casts and conv: no Poplar type or PopLibs call
+REFUSED = {"float8_inference.py"}  # float8 casts and float8 conv: no Poplar element type
 
 
 def _close(got, want, what, rtol=1e-5, atol=1e-6):
