@@ -194,3 +194,39 @@ def test_topk(largest, tmp_path):
     np.testing.assert_array_equal(got["v"], ref_v[:, :4].numpy())
     np.testing.assert_array_equal(got["i"], ref_i[:, :4].numpy().astype(np.int32))
     assert got["i"].dtype == np.int32
+
+
+def _two_ipu_ir():
+    rng = np.random.default_rng(12)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((4, 5), popxl.float32, name="x")
+        w0 = popxl.variable(rng.normal(0, 0.5, (5, 6)).astype(np.float32), name="w0")
+        w1 = popxl.variable(rng.normal(0, 0.5, (6, 3)).astype(np.float32), name="w1")
+        with popxl.ipu(0):
+            x = ops.host_load(xs, "x")
+            h = ops.relu(x @ w0)
+        h1 = h.copy_to_ipu(1)
+        with popxl.ipu(1):
+            y = ops.sum(h1 @ w1, axis=[1])
+            ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    return ir, xs, rng
+
+
+@pytest.mark.slow
+def test_two_ipu_program_builds_each_op_on_its_ipu_graph(tmp_path):
+    ir, xs, _ = _two_ipu_ir()
+    x = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
+    got, got_w, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "NUM_IPUS = 2;" in (tmp_path / "exported" / "program.hpp").read_text()
+    assert "ipuxl_export::ipuGraph(topGraph, 0)" in src and "ipuxl_export::ipuGraph(topGraph, 1)" in src
+    assert "poputil::cloneToIpu(graph," in src  # the copy between them, on the whole graph
+    _close(got, want, "y")
+    ref = (np.maximum(x @ got_w["w0"], 0) @ got_w["w1"]).sum(1)  # NumPy
+    np.testing.assert_allclose(got["y"], ref, rtol=1e-5)
+
+
+def test_single_ipu_program_uses_the_whole_graph(tmp_path):
+    ir, _, _ = _conv_net_ir("conv_relu")
+    export_poplar(ir, str(tmp_path))
+    assert "ipuGraph(" not in (tmp_path / "program.cpp").read_text()

@@ -250,13 +250,30 @@ class PoplarEmitter:
             ref = self.define(out, f"poputil::cloneToIpu(graph, {self.t(src)}, {dst_ipu}, "
                                    f"{cstr(out.id)})")
             self.line(f"prog.add(poplar::program::Copy({self.t(src)}, {ref}));")
-        elif kind == "collective":
-            poplar_ops.emit_collective(self, e)
-        elif kind == "kernel":
-            poplar_ops.emit_kernel(self, e)
+        elif kind in ("collective", "kernel"):
+            start = len(self.lines)
+            (poplar_ops.emit_collective if kind == "collective" else poplar_ops.emit_kernel)(self, e)
+            if self.num_ipus > 1:
+                self._on_ipu_graph(e, start)
         else:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
                                       "is not supported")
+
+    def _on_ipu_graph(self, e, start: int) -> None:
+        """Puts the lines of op ``e`` (from ``start``) in a block where
+        ``graph`` is the virtual graph of the op's IPU, as PopART builds each
+        op on its IPU's graph, so the tensors PopLibs creates for it live on
+        that IPU. Mappings the model gives stay absolute (``topGraph``)."""
+        ts = [t for t in list(e.outputs) + list(e.inputs) if t is not None]
+        ipu = int(getattr(ts[0], "_ipu", 0) or 0) if ts else 0
+        body = [ln.replace("ipuxl_export::mapRun(graph,", "ipuxl_export::mapRun(topGraph,")
+                for ln in self.lines[start:]]
+        del self.lines[start:]
+        self.helpers.add("ipuGraph")
+        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // IPU {ipu}'s virtual graph")
+        self.lines.append(f"    poplar::Graph graph = ipuxl_export::ipuGraph(topGraph, {ipu});")
+        self.lines.extend("  " + ln for ln in body)
+        self.lines.append("    (void)topGraph; }")
 
     def function_of(self, g) -> str:
         """The ``poplar::Function`` of called graph ``g``, built on first use."""
