@@ -230,3 +230,29 @@ def test_single_ipu_program_uses_the_whole_graph(tmp_path):
     ir, _, _ = _conv_net_ir("conv_relu")
     export_poplar(ir, str(tmp_path))
     assert "ipuGraph(" not in (tmp_path / "program.cpp").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stride", [1, 2])
+def test_collectives_over_replica_groups(stride, tmp_path):
+    """Four replicas in groups of two (consecutive, or strided), all-reduce
+    and all-gather within each group, as gcl::CommGroup calls."""
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        rg = ir.replica_grouping(stride=stride, group_size=2)
+        s = ops.collectives.replicated_all_reduce(x, op="add", group=rg)
+        g = ops.collectives.replicated_all_gather(x * 2.0, group=rg)
+        ops.host_store(popxl.d2h_stream(s.shape, s.dtype, name="s"), s)
+        ops.host_store(popxl.d2h_stream(g.shape, g.dtype, name="g"), g)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "gcl::CommGroup(gcl::CommGroupType::CONSECUTIVE, 2" in src
+    _close(got, want, "s")
+    _close(got, want, "g")
+    groups = [[0, 1], [2, 3]] if stride == 1 else [[0, 2], [1, 3]]
+    for grp in groups:  # NumPy
+        for r in grp:
+            np.testing.assert_allclose(got["s"][r], x[grp].sum(0), rtol=1e-6)
+            np.testing.assert_allclose(got["g"][r].reshape(-1), (2 * x[grp]).reshape(-1), rtol=1e-6)

@@ -520,34 +520,68 @@ _GCL_OPS = {"add": "ADD", "mean": "MEAN", "mul": "MUL", "min": "MIN", "max": "MA
 _REDUCE_NAMES = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
 
+def _gcl_groups(kind: str, n: int, k: int, stride: int = 1):
+    """The replica groups of a gcl::CommGroup, each in rank order (as
+    ipuxl's gcl::replicaGroups forms them)."""
+    if kind == "ORTHOGONAL":
+        m = n // k
+        return [[j + i * m for i in range(k)] for j in range(m)]
+    return [[base + j + i * stride for i in range(k)]
+            for base in range(0, n, k * stride) for j in range(stride)]
+
+
+def _comm_group(group_of):
+    """``""`` for one group of all replicas, else the ``gcl::CommGroup``
+    whose groups are those of ``group_of`` (the group of each replica), or
+    None if no CommGroup forms them."""
+    n = len(group_of)
+    if len(set(group_of)) <= 1:
+        return ""
+    want = sorted(sorted(r for r in range(n) if group_of[r] == g) for g in set(group_of))
+    k = len(want[0])
+    if any(len(w) != k for w in want):
+        return None
+    for stride in range(1, n // k + 1):
+        if n % (k * stride) == 0 and sorted(_gcl_groups("CONSECUTIVE", n, k, stride)) == want:
+            extra = f", {stride}" if stride > 1 else ""
+            return f"gcl::CommGroup(gcl::CommGroupType::CONSECUTIVE, {k}{extra})"
+    if sorted(_gcl_groups("ORTHOGONAL", n, k)) == want:
+        return f"gcl::CommGroup(gcl::CommGroupType::ORTHOGONAL, {k})"
+    return None
+
+
 def emit_collective(em, e) -> None:
     """Replicated collectives as gcl's cross-replica calls
     (gcl/Collectives.hpp; PopART's ReplicatedAllReduceOpx,
-    ReplicatedAllGatherOpx, ReplicatedReduceScatterOpx), over all replicas."""
+    ReplicatedAllGatherOpx, ReplicatedReduceScatterOpx), over all replicas
+    or the ``gcl::CommGroup`` that forms the op's replica groups."""
     typ = e.type
     if e.collective is None or typ == "AllReduce":
         raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}): only the replicated "
                                   "collectives (gcl cross-replica calls) are exported")
     kind, red, group_of = e.collective
-    if len(set(group_of)) != 1:
+    group = _comm_group(list(group_of))
+    if group is None:
         raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}) over replica groups "
-                                  f"{list(group_of)}: only all replicas in one group are exported")
+                                  f"{list(group_of)}: no gcl::CommGroup (ALL, CONSECUTIVE with a "
+                                  "stride, ORTHOGONAL) forms these groups")
     gop = _GCL_OPS[_REDUCE_NAMES[int(red)]]
     em.helpers.add("gcl")
     x = em.t(e.inputs[0])
     cop = f"gcl::CollectiveOperator::{gop}"
+    g = f"{group}, " if group else ""
     out = e.outputs[0]
     if typ == "ReplicatedAllReduceInplace":
-        em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)});")
+        em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)});")
         em.alias(out, e.inputs[0])
     elif typ == "ReplicatedAllReduce":
-        em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)})")
+        em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)})")
     elif typ == "ReplicatedAllGather":
-        em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {_dbg(e)})"
+        em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {g}{_dbg(e)})"
                        f".reshape({_shape(out.shape)})")
     elif typ == "ReplicatedReduceScatter":
         em.define(out, f"gcl::reduceScatterCrossReplica(graph, {x}.flatten(), {cop}, prog, "
-                       f"{_dbg(e)}).reshape({_shape(out.shape)})")
+                       f"{g}{_dbg(e)}).reshape({_shape(out.shape)})")
     else:
         raise NotImplementedError(f"Poplar export: collective op {typ} ({e.name!r})")
 
