@@ -118,6 +118,7 @@ class PoplarEmitter:
         self.model_mapped = 0
         self.var_streams: List[tuple] = []     # (handle, key, tensor, T slot)
         self.remote_vars: List[tuple] = []     # (buffer handle, entry, key, tensor)
+        self.remote_shards: Dict[str, int] = {}  # key -> shard size, for replica-sharded ones
         self.streams: Dict[object, str] = {}   # HostToDevice/DeviceToHost stream -> C++ var
         self.remote: Dict[int, str] = {}       # id(RemoteBuffer) -> C++ var
         self.counts = {"functions": 0, "calls": 0, "repeats": 0, "ifs": 0}
@@ -404,12 +405,9 @@ class PoplarEmitter:
         for t in self.ir.main_graph._tensors.values():
             if isinstance(t, Variable) and t._remote is not None:
                 rb, entry, _ = t._remote
-                if tuple(rb.tensor_shape) != tuple(t.shape):
-                    raise NotImplementedError(
-                        f"Poplar export: remote variable {t.id!r} is replica-sharded (shape "
-                        f"{tuple(t.shape)}, buffer entries {tuple(rb.tensor_shape)}); sharded "
-                        "remote variables (RTS) are not exported")
                 key = f"remote/{t.id}"
+                if tuple(rb.tensor_shape) != tuple(t.shape):
+                    self.remote_shards[key] = self._shards_of(t, rb)
                 self.data[key] = self._value(t)
                 self.remote_vars.append((rb, int(entry), key, t))
         for t in weights:
@@ -422,6 +420,21 @@ class PoplarEmitter:
         self.functions.append(self._chunked("buildMainGraph", self.lines, "// the main graph"))
         main_lines = ["  buildMainGraph(graph, prog, data);"]
         return self._assemble(decl_lines, main_lines, weights, with_main)
+
+    def _shards_of(self, t, rb) -> int:
+        """The shard size of a replica-sharded remote variable: its value
+        flattened, zero-padded and split in one contiguous shard per replica
+        (ipuxl._sharding, PopXL's rule); other shardings are refused."""
+        from .._sharding import shard_size
+
+        n = int(np.prod(t.shape, dtype=np.int64))
+        size = int(np.prod(rb.tensor_shape, dtype=np.int64))
+        if self.replicas < 2 or size != shard_size(n, self.replicas):
+            raise NotImplementedError(
+                f"Poplar export: remote variable {t.id!r} is sharded into entries of shape "
+                f"{tuple(rb.tensor_shape)} (shape {tuple(t.shape)}, {self.replicas} replicas): only "
+                "sharding over all replicas is exported")
+        return size
 
     def _value(self, t) -> np.ndarray:
         v = self.weights.get(id(t))
