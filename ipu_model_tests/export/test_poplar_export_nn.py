@@ -219,7 +219,9 @@ def test_two_ipu_program_builds_each_op_on_its_ipu_graph(tmp_path):
     x = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
     got, got_w, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
     assert "NUM_IPUS = 2;" in (tmp_path / "exported" / "program.hpp").read_text()
-    assert "ipuxl_export::ipuGraph(topGraph, 0)" in src and "ipuxl_export::ipuGraph(topGraph, 1)" in src
+    tiles = 1472  # the IPU model's tiles per IPU
+    assert f"topGraph.createVirtualGraph(0, {tiles})" in src
+    assert f"topGraph.createVirtualGraph({tiles}, {2 * tiles})" in src
     assert "poputil::cloneToIpu(graph," in src  # the copy between them, on the whole graph
     _close(got, want, "y")
     ref = (np.maximum(x @ got_w["w0"], 0) @ got_w["w1"]).sum(1)  # NumPy
@@ -229,7 +231,7 @@ def test_two_ipu_program_builds_each_op_on_its_ipu_graph(tmp_path):
 def test_single_ipu_program_uses_the_whole_graph(tmp_path):
     ir, _, _ = _conv_net_ir("conv_relu")
     export_poplar(ir, str(tmp_path))
-    assert "ipuGraph(" not in (tmp_path / "program.cpp").read_text()
+    assert "createVirtualGraph(" not in (tmp_path / "program.cpp").read_text()
 
 
 @pytest.mark.slow
@@ -256,3 +258,44 @@ def test_collectives_over_replica_groups(stride, tmp_path):
         for r in grp:
             np.testing.assert_allclose(got["s"][r], x[grp].sum(0), rtol=1e-6)
             np.testing.assert_allclose(got["g"][r].reshape(-1), (2 * x[grp]).reshape(-1), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_io_tile_ops_on_the_io_tiles_graph(tmp_path):
+    """With numIOTiles, an op on the IO tile set is built on the IPU's IO
+    tiles' virtual graph, the others on its compute tiles'."""
+    ir = popxl.Ir()
+    ir._pb_ir.getSessionOptions().numIOTiles = 32
+    with ir.main_graph:
+        xs = popxl.h2d_stream((4, 3), popxl.float32, name="x")
+        with popxl.io_tiles():
+            x = ops.host_load(xs, "x")
+            x2 = x * 2.0
+        y = ops.io_tile_copy(x2) + 1.0
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    xv = np.arange(12, dtype=np.float32).reshape(4, 3)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: xv})
+    assert "topGraph.createVirtualGraph(0, 32);" in src  # the Mul, on the IO tiles
+    assert "topGraph.createVirtualGraph(32, 1472);" in src  # the Add, on the compute tiles
+    _close(got, want, "y")
+    np.testing.assert_allclose(got["y"], 2 * xv + 1)
+
+
+@pytest.mark.slow
+def test_accumulate_mean(tmp_path):
+    """accumulate_mean_ (PopART's AccumulateOpx in mean mode) with a constant
+    and with a tensor step, as one popops::mapInPlace each."""
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((5,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        a = popxl.variable(np.full(5, 2.0, np.float32), name="a")
+        b = popxl.variable(np.full(5, -1.0, np.float32), name="b")
+        step = popxl.variable(np.array(3.0, np.float32), name="step")
+        ops.var_updates.accumulate_mean_(a, x, 1.0)
+        ops.var_updates.accumulate_mean_(b, x, step)
+    xv = np.arange(5, dtype=np.float32)
+    got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, inputs={xs: xv})
+    _close(got_w, want_w, "weight")
+    np.testing.assert_allclose(got_w["a"], (2.0 + xv) / 2, rtol=1e-6)
+    np.testing.assert_allclose(got_w["b"], (3 * -1.0 + xv) / 4, rtol=1e-6)

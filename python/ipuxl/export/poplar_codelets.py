@@ -261,13 +261,6 @@ static poplar::Tensor adamUpdater(poplar::Graph &graph, const poplar::Tensor &w,
 
 _GCL = ""  # the collectives are gcl's own calls (gcl/Collectives.hpp)
 
-_IPU_GRAPH = r"""
-// The virtual graph of IPU `ipu`'s tiles (PopART builds each op on its IPU's graph).
-static poplar::Graph ipuGraph(poplar::Graph &top, unsigned ipu) {
-  return top.createVirtualGraph(ipu * TILES_PER_IPU, (ipu + 1) * TILES_PER_IPU);
-}
-"""
-
 #: name -> (C++ source, helpers it needs).
 HELPERS = {
     "constantFrom": (_CONSTANT_FROM, ()),
@@ -281,7 +274,6 @@ HELPERS = {
     "nllSoftmaxGrad": (_NLL, ()),
     "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
-    "ipuGraph": (_IPU_GRAPH, ()),
     "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
     "popnnPooling": ("", ()),
     "popopsTopK": ("", ()),

@@ -128,6 +128,18 @@ def _identity(em, e):
     _copy_of(em, e, em.t(e.inputs[0]))
 
 
+def _io_tile_copy(em, e):
+    """A copy to the other tile set (PopART's IoTileCopyOpx): a new
+    variable mapped linearly over the destination tile set's graph (the
+    op's virtual graph when there are IO tiles), then a Copy."""
+    from .poplar_emit import cstr
+
+    out = e.outputs[0]
+    ref = em.define(out, f"graph.addVariable({_ptype(out.dtype)}, {_shape(out.shape)}, {cstr(out.id)})")
+    em.line(f"poputil::mapTensorLinearly(graph, {ref});")
+    em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
+
+
 def _reshape(em, e):
     _copy_of(em, e, f"{em.t(e.inputs[0])}.reshape({_shape(e.outputs[0].shape)})")
 
@@ -355,6 +367,13 @@ def _accumulate(em, e):
             expr = (f"{fx} * popops::expr::_1 + (popops::expr::Const(1.0f) - {fx}) * ({xv})")
         ins = f"{{{t}, {x}" + (f", {f}.reshape({{}})" if f.startswith("T[") else "") + "}"
         em.line(f"popops::mapInPlace(graph, {expr}, {ins}, prog, {_dbg(e)});")
+    elif mode == "mean":  # f: the number of values accumulated so far
+        pe = "popops::expr"
+        fx = f"{pe}::_3" if f.startswith("T[") else f"{pe}::Const({f})"
+        n1 = f"({fx} + {pe}::Const(1.0f))"
+        expr = f"({fx} / {n1}) * {pe}::_1 + {pe}::_2 / {n1}"
+        ins = f"{{{t}, {x}" + (f", {f}.reshape({{}})" if f.startswith("T[") else "") + "}"
+        em.line(f"popops::mapInPlace(graph, {expr}, {ins}, prog, {_dbg(e)});")
     else:
         raise NotImplementedError(f"Poplar export: op Accumulate ({e.name!r}) mode {mode!r} is "
                                   "not supported")
@@ -485,7 +504,7 @@ KERNELS = {
     "IsInf": _expr_unary("popops::expr::UnaryOp(popops::expr::UnaryOpType::IS_INF, "
                          "popops::expr::_1)"),
     "Clip": _clip,
-    "Identity": _identity, "Detach": _identity, "DetachInplace": _identity, "IoTileCopy": _identity,
+    "Identity": _identity, "Detach": _identity, "DetachInplace": _identity, "IoTileCopy": _io_tile_copy,
     "Reshape": _reshape, "ReshapeInplace": _reshape,
     "Transpose": _transpose, "TransposeInplace": _transpose,
     "Slice": _slice, "SliceInplace": _slice, "Concat": _concat, "ConcatInplace": _concat,
