@@ -29,6 +29,7 @@ LIBS = {
     "nn": ["-lpoplar", "-lpopops", "-lpopnn", "-lpoputil"],
     "replication": ["-lpoplar", "-lpopops", "-lpoputil", "-lgcl"],
     "conv": ["-lpoplar", "-lpoplin", "-lpopops", "-lpoputil"],
+    "half": ["-lpoplar"],
 }
 
 
@@ -580,3 +581,13 @@ def test_convolution_transforms_match_numpy(built):
         dx[j] = (fdy * fwd(e)).sum()
     np.testing.assert_allclose(a["fdx"], dx, rtol=1e-5, atol=1e-4)
     assert a["rejected_unknown_option"] == 1
+
+
+def test_half_conversion_matches_numpy(built):
+    """float -> half rounds to nearest even, subnormals included (they used
+    to flush to zero, which changed float16 optimizer state)."""
+    out, _ = run(built, "half")
+    a = parse(out)
+    want = a["in"].astype(np.float32).astype(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(a["half"], want)
+    assert (np.abs(want) < 2.0 ** -14).sum() > 100 and (want != 0).sum() > 100

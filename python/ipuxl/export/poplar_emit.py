@@ -106,7 +106,6 @@ class PoplarEmitter:
         self.mapping = mapping or {}
         self.weights = {id(k): v for k, v in (weights or {}).items()}
         self.tiles_per_ipu, self.num_ipus, self.version = tiles_per_ipu, num_ipus, version
-        self.num_io_tiles = int(getattr(ir, "num_io_tiles", 0) or 0)
         self.replicas = int(self.prog.replicas)
         self.index: Dict[int, int] = {}        # id(tensor) -> T[] slot
         self.lines: List[str] = []             # the body being written
@@ -255,7 +254,7 @@ class PoplarEmitter:
         elif kind in ("collective", "kernel"):
             start = len(self.lines)
             (poplar_ops.emit_collective if kind == "collective" else poplar_ops.emit_kernel)(self, e)
-            if self.num_ipus > 1 or self.num_io_tiles:
+            if self.num_ipus > 1:
                 self._on_ipu_graph(e, start)
         else:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
@@ -263,22 +262,19 @@ class PoplarEmitter:
 
     def _on_ipu_graph(self, e, start: int) -> None:
         """Puts the lines of op ``e`` (from ``start``) in a block where
-        ``graph`` is the virtual graph of the op's tiles: its IPU's, or with
-        IO tiles its IPU's IO or compute tiles (the IO tiles first, as the
-        IPU model numbers them). PopART builds each op on that graph, so the
-        tensors PopLibs creates for it live there. Mappings the model gives
-        stay absolute (``topGraph``)."""
+        ``graph`` is the virtual graph of the op's IPU's tiles, as PopART
+        builds each op on its IPU's graph, so the tensors PopLibs creates
+        for it live on that IPU. Mappings the model gives stay absolute
+        (``topGraph``). IO tile sets get no graph of their own: the model
+        places some of their ops' inputs on the compute tiles, which an IO
+        tiles' graph cannot map."""
         ts = [t for t in list(e.outputs) + list(e.inputs) if t is not None]
         ipu = int(getattr(ts[0], "_ipu", 0) or 0) if ts else 0
-        io = bool(ts) and getattr(ts[0], "_tile_set", "compute") == "io"
         lo, hi = ipu * self.tiles_per_ipu, (ipu + 1) * self.tiles_per_ipu
-        if self.num_io_tiles:
-            lo, hi = (lo, lo + self.num_io_tiles) if io else (lo + self.num_io_tiles, hi)
-        what = f"IPU {ipu}'s" + (" IO" if io else " compute" if self.num_io_tiles else "")
         body = [ln.replace("ipuxl_export::mapRun(graph,", "ipuxl_export::mapRun(topGraph,")
                 for ln in self.lines[start:]]
         del self.lines[start:]
-        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // {what} tiles")
+        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // IPU {ipu}'s tiles")
         self.lines.append(f"    poplar::Graph graph = topGraph.createVirtualGraph({lo}, {hi});")
         self.lines.extend("  " + ln for ln in body)
         self.lines.append("    (void)topGraph; }")

@@ -130,13 +130,9 @@ def _identity(em, e):
 
 def _io_tile_copy(em, e):
     """A copy to the other tile set (PopART's IoTileCopyOpx): a new
-    variable mapped linearly over the destination tile set's graph (the
-    op's virtual graph when there are IO tiles), then a Copy."""
-    from .poplar_emit import cstr
-
-    out = e.outputs[0]
-    ref = em.define(out, f"graph.addVariable({_ptype(out.dtype)}, {_shape(out.shape)}, {cstr(out.id)})")
-    em.line(f"poputil::mapTensorLinearly(graph, {ref});")
+    variable with the IPU model's mapping of the copy (else linear), then a
+    Copy."""
+    ref = em.new_variable(e.outputs[0])
     em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
 
 
@@ -473,9 +469,16 @@ def _adam_updater(em, e):
         raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) with tensor "
                                   "hyperparameters (only constant ones are exported)")
     for t in (w, m, v, step):
-        if t is not None and t.dtype.name != "float32":
+        ok = ("float32",) if t is step else ("float32", "float16")
+        if t is not None and t.dtype.name not in ok:
             raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) on "
-                                      f"{t.dtype.name} tensor {t.id!r} (float32 only)")
+                                      f"{t.dtype.name} tensor {t.id!r} ({' or '.join(ok)} only)")
+
+    def as_float(t):  # float16 state (tutorial 6's first moment) is read as float32
+        ref = em.t(t)
+        if t.dtype.name == "float32":
+            return ref
+        return f"popops::cast(graph, {ref}, poplar::FLOAT, prog, {_dbg(e)})"
     mode = e.attrs["mode"]
     a = e.attrs
     em.codelets["AdamUpdater"] = CODELETS["AdamUpdater"]
@@ -486,12 +489,16 @@ def _adam_updater(em, e):
 
     use_wd = float(a.get("weight_decay", 0.0)) != 0.0
     step_ref = em.t(step) if step is not None else "poplar::Tensor()"
-    em.define(e.outputs[0], (
-        f"ipuxl_export::adamUpdater(graph, {em.t(w if w is not None else m)}, {em.t(m)}, "
-        f"{em.t(v)}, {step_ref}, {str(use_wd).lower()}, {str(step is not None).lower()}, "
+    upd = (
+        f"ipuxl_export::adamUpdater(graph, {as_float(w if w is not None else m)}, {as_float(m)}, "
+        f"{as_float(v)}, {step_ref}, {str(use_wd).lower()}, {str(step is not None).lower()}, "
         f"{str(mode in ('adam', 'lamb', 'adamax')).lower()}, {str(mode == 'adamax').lower()}, "
         f"{f('weight_decay', 0.0)}, {f('beta1', 0.9)}, {f('beta2', 0.999)}, {f('epsilon', 1e-7)}, "
-        f"prog, {_dbg(e)})"))
+        f"prog, {_dbg(e)})")
+    out = e.outputs[0]
+    if out.dtype.name != "float32":
+        upd = f"popops::cast(graph, {upd}, {_ptype(out.dtype)}, prog, {_dbg(e)})"
+    em.define(out, upd)
 
 
 KERNELS = {
