@@ -298,3 +298,37 @@ def test_accumulate_mean(tmp_path):
     _close(got_w, want_w, "weight")
     np.testing.assert_allclose(got_w["a"], (2.0 + xv) / 2, rtol=1e-6)
     np.testing.assert_allclose(got_w["b"], (3 * -1.0 + xv) / 4, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_topk_gradient_scatters(tmp_path):
+    """The gradient of TopK is a Scatter into zeros at the indices
+    (popops::groupedMultiUpdate); a training step of a weight through it."""
+    rng = np.random.default_rng(14)
+    w0 = rng.normal(size=(3, 7, 2)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((3, 3, 2), popxl.float32, name="c")
+        c = ops.host_load(xs, "c")
+        w = popxl.variable(w0, name="w")
+
+        def fwd(a, cc):
+            v, _ = ops.topk(a, 3, axis=1, largest=True, sorted=True)
+            return ops.sum(v * cc)
+
+        g = ir.create_graph(fwd, w, c)
+        info = ops.call_with_info(g, w, c)
+        grad = transforms.autodiff(g, grads_required=[g.inputs[0]])
+        (dw,) = ops.call(grad.graph, popxl.constant(np.ones((), np.float32), name="dl"),
+                         inputs_dict=grad.inputs_dict(info))
+        ops.scaled_add_(w, dw, b=-0.5)
+        ops.host_store(popxl.d2h_stream(dw.shape, dw.dtype, name="dw"), dw)
+    cv = rng.normal(size=(3, 3, 2)).astype(np.float32)
+    got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, inputs={xs: cv})
+    assert "popops::groupedMultiUpdate(" in src
+    _close(got, want, "dw")
+    _close(got_w, want_w, "weight")
+    ref = np.zeros_like(w0)  # NumPy: c scattered to the top-3 positions along axis 1
+    order = np.argsort(-w0, axis=1, kind="stable")[:, :3]
+    np.put_along_axis(ref, order, cv, axis=1)
+    np.testing.assert_array_equal(got["dw"], ref)

@@ -10,7 +10,8 @@ as PopART's ConvOpx / ConvWeightsGradOpx / PoolOpx call PopLibs.
   parameters and ``transposeAndFlipWeights = true``.
 * ``ConvWeightsGrad``: ``poplin::calculateWeightDeltas`` with the forward
   parameters.
-* ``TopK``: ``popops::topKWithPermutation`` on the axis moved innermost.
+* ``TopK``: ``popops::topKWithPermutation`` on the axis moved innermost;
+  ``Scatter`` (its gradient): ``popops::groupedMultiUpdate`` of a copy.
 * ``MaxPool`` / ``AveragePool``: ``popnn::pooling::pool``; their gradients
   ``popnn::pooling::poolInputGradient``.
 
@@ -181,7 +182,42 @@ def _topk(em, e):
                             f"{_dbg(e)}).dimShuffle({_ulist(inv)})")
 
 
+def _scatter(em, e):
+    """Scatter (ONNX ScatterElements; PopART's ScatterOpx): a copy of t
+    whose region under ``indices`` is updated by
+    ``popops::groupedMultiUpdate``, one group per position off the scatter
+    axis (the axis moved innermost), each updating single elements."""
+    from .poplar_emit import cstr
+
+    t, idx, val = e.inputs
+    out = e.outputs[0]
+    rank = len(t.shape)
+    axis = int(e.attrs["axis"]) % rank
+    ishape = list(idx.shape)
+    perm = [d for d in range(rank) if d != axis] + [axis]
+    groups = 1
+    for d in range(rank):
+        if d != axis:
+            groups *= int(ishape[d])
+    m, n = int(ishape[axis]), int(t.shape[axis])
+    ref = em.define(out, f"graph.clone({em.t(t)}, {cstr(out.id)})")
+    em.line(f"prog.add(poplar::program::Copy({em.t(t)}, {ref}));")
+    if groups * m == 0:
+        return
+    region = ref
+    for d in range(rank):
+        if d != axis and ishape[d] != t.shape[d]:
+            region = f"{region}.slice(0, {int(ishape[d])}, {d})"
+    target = f"{region}.dimShuffle({_ulist(perm)}).reshape({_ulist([groups, n, 1])})"
+    offs = (f"popops::cast(graph, {em.t(idx)}, poplar::UNSIGNED_INT, prog, {_dbg(e)})"
+            f".dimShuffle({_ulist(perm)}).reshape({_ulist([groups, m, 1])})")
+    vals = f"{em.t(val)}.dimShuffle({_ulist(perm)}).reshape({_ulist([groups, m, 1, 1])})"
+    em.line(f"popops::groupedMultiUpdate(graph, {target}, {vals}, {offs}, {{0}}, {{1}}, prog, "
+            f"popops::SlicePlan(), {{}}, {_dbg(e)});")
+
+
 NN_KERNELS = {
+    "Scatter": _scatter,
     "TopK": _topk,
     "Conv": _conv, "ConvDataGrad": _conv_data_grad, "ConvWeightsGrad": _conv_weights_grad,
     "MaxPool": _pool("MAX"), "AveragePool": _pool("AVG"),
