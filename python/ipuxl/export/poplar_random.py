@@ -66,7 +66,8 @@ def _draw(mode: int, a: str, b: str):
     return emit
 
 
-def _dropout(em, e):
+def _dropout(em, e, mshape=None):
+    """``mshape``: ShapedDropout's mask shape (None: the input's)."""
     x, seed = e.inputs[0], e.inputs[1]
     if x.dtype.name not in ("float32", "float16"):
         raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) on {x.dtype.name} tensor "
@@ -74,7 +75,7 @@ def _dropout(em, e):
     _use(em)
     em.helpers.add("broadcastTo")
     ratio = float(e.attrs["ratio"])
-    mshape = list(e.attrs["shape"]) if e.type == "ShapedDropout" else list(x.shape)
+    mshape = list(x.shape) if mshape is None else list(mshape)
     keep = em.fresh("keep")
     em.line(f"poplar::Tensor {keep} = ipuxl_export::philoxKeep(graph, {em.t(seed)}, {{{_words(ratio)}}}, "
             f"{_ulist(mshape)}, prog, {_dbg(e)});")
@@ -98,7 +99,8 @@ def _modify_seed(em, e):
 RANDOM_KERNELS = {
     "RandomUniform": _draw(0, "low", "high"),
     "RandomNormal": _draw(1, "mean", "std"),
-    "Dropout": _dropout, "ShapedDropout": _dropout,
+    "Dropout": _dropout,
+    "ShapedDropout": lambda em, e: _dropout(em, e, e.attrs["shape"]),
     "ModifyRandomSeed": _modify_seed,
 }
 
