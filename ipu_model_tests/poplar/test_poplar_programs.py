@@ -28,6 +28,8 @@ LIBS = {
     "profile": ["-lpoplar"],
     "nn": ["-lpoplar", "-lpopops", "-lpopnn", "-lpoputil"],
     "replication": ["-lpoplar", "-lpopops", "-lpoputil", "-lgcl"],
+    "conv": ["-lpoplar", "-lpoplin", "-lpopops", "-lpoputil"],
+    "half": ["-lpoplar"],
 }
 
 
@@ -502,3 +504,94 @@ def test_replicated_graph_streams_control_flow_and_collectives(built):
     link = 2 * (G - 1) * 500 + np.ceil(2 * (G - 1) / G * B / (32e9 / 1.33e9))
     per_step = np.ceil(np.ceil(np.ceil(B / tiles) / G) / 8)
     assert a["allreduce_cycles"] == link + 2 * (G - 1) * (11 + 2 * per_step)
+
+
+def _transform(a, first_axis, trunc_lo, trunc_hi, dil, pad_lo, pad_hi, flip):
+    """ConvParams' input/kernel transform of the spatial axes of `a` (from
+    `first_axis`), as the Poplar API documents it: truncate, dilate, pad, flip."""
+    for d in range(len(dil)):
+        ax = first_axis + d
+        n = a.shape[ax]
+        a = np.take(a, range(trunc_lo[d], n - trunc_hi[d]), axis=ax)
+        m = a.shape[ax]
+        shape = list(a.shape)
+        shape[ax] = (m - 1) * dil[d] + 1 if m else 0
+        z = np.zeros(shape)
+        idx = [slice(None)] * a.ndim
+        idx[ax] = slice(None, None, dil[d])
+        z[tuple(idx)] = a
+        widths = [(0, 0)] * a.ndim
+        widths[ax] = (pad_lo[d], pad_hi[d])
+        a = np.pad(z, widths)
+        if flip[d]:
+            a = np.flip(a, axis=ax)
+    return a
+
+
+def _conv_ref(x, w, groups, it, kt, ot):
+    """poplin::convolution by its definition: x [B][G*IC][...], w [G][OC][IC][...]."""
+    xt, wt = _transform(x, 2, *it), _transform(w, 3, *kt)
+    B, G, OC, IC = x.shape[0], groups, w.shape[1], w.shape[2]
+    xt = xt.reshape((B, G, IC) + xt.shape[2:])
+    osz = [xt.shape[3 + d] - wt.shape[3 + d] + 1 for d in range(2)]
+    y = np.zeros((B, G, OC, *osz))
+    for k0 in range(wt.shape[3]):
+        for k1 in range(wt.shape[4]):
+            win = xt[:, :, :, k0:k0 + osz[0], k1:k1 + osz[1]]
+            y += np.einsum("bgiyx,goi->bgoyx", win, wt[:, :, :, k0, k1])
+    y = y.reshape((B, G * OC, *osz))
+    tl, tu, stride, pl, pu = ot
+    for d in range(2):
+        ax = 2 + d
+        y = np.take(y, range(tl[d], y.shape[ax] - tu[d]), axis=ax)
+        y = np.take(y, range(0, y.shape[ax], stride[d]), axis=ax)
+        widths = [(0, 0)] * 4
+        widths[ax] = (pl[d], pu[d])
+        y = np.pad(y, widths)
+    return y
+
+
+def test_convolution_transforms_match_numpy(built):
+    out, _ = run(built, "conv")
+    a = parse(out)
+    x, w, dy = a["in_x"], a["in_w"], a["in_dy"]
+    it = ([1, 0], [0, 1], [2, 1], [1, 2], [0, 1], [False, True])
+    kt = ([0, 0], [0, 0], [1, 2], [0, 1], [1, 0], [True, False])
+    ot = ([1, 0], [0, 1], [2, 1], [0, 1], [1, 0])
+    conv = lambda xx, ww: _conv_ref(xx, ww, 2, it, kt, ot)  # noqa: E731
+    y = conv(x, w)
+    assert y.shape == a["y"].shape == (2, 6, 3, 5)
+    np.testing.assert_allclose(a["y"], y, rtol=1e-5, atol=1e-5)
+    # weight deltas: the gradient of sum(dy * conv(x, w)) in w (conv is linear in w)
+    dw = np.zeros(w.shape)
+    for j in np.ndindex(w.shape):
+        e = np.zeros(w.shape)
+        e[j] = 1.0
+        dw[j] = (dy * conv(x, e)).sum()
+    np.testing.assert_allclose(a["dw"], dw, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(a["w_updated"], w - 0.5 * dw, rtol=1e-5, atol=1e-4)
+    # the input gradient (getGradientParams): the adjoint of the forward conv in x
+    fw, fdy = a["in_fw"], a["in_fdy"]
+    fit = ([0, 0], [0, 0], [1, 1], [1, 0], [0, 2], [False, False])
+    fkt = ([0, 0], [0, 0], [2, 1], [0, 0], [0, 0], [False, False])
+    fot = ([0, 0], [0, 0], [3, 2], [0, 0], [0, 0])
+    fwd = lambda xx: _conv_ref(xx, fw, 1, fit, fkt, fot)  # noqa: E731
+    x_shape = (2, 3, 7, 6)
+    assert fwd(np.zeros(x_shape)).shape == fdy.shape
+    dx = np.zeros(x_shape)
+    for j in np.ndindex(x_shape):
+        e = np.zeros(x_shape)
+        e[j] = 1.0
+        dx[j] = (fdy * fwd(e)).sum()
+    np.testing.assert_allclose(a["fdx"], dx, rtol=1e-5, atol=1e-4)
+    assert a["rejected_unknown_option"] == 1
+
+
+def test_half_conversion_matches_numpy(built):
+    """float -> half rounds to nearest even, subnormals included (they used
+    to flush to zero, which changed float16 optimizer state)."""
+    out, _ = run(built, "half")
+    a = parse(out)
+    want = a["in"].astype(np.float32).astype(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(a["half"], want)
+    assert (np.abs(want) < 2.0 ** -14).sum() > 100 and (want != 0).sum() > 100

@@ -20,7 +20,7 @@ inline std::uint16_t floatToHalfBits(float f) {
   if (absx < 0x38800000u) { // subnormal half (or zero)
     if (absx < 0x33000000u) return static_cast<std::uint16_t>(sign);
     std::uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 126 - static_cast<int>(absx >> 23) + 14; // to 10-bit subnormal
+    int shift = 126 - static_cast<int>(absx >> 23); // the 24-bit significand in units of 2^-24
     std::uint32_t h = mant >> shift;
     std::uint32_t rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
     if (rem > halfway || (rem == halfway && (h & 1u))) ++h;

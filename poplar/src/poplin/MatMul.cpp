@@ -95,7 +95,12 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
 }
 } // namespace
 
+namespace ipuxl {
+void addConvolutionCodelets(poplar::Graph &graph); // Convolution.cpp
+}
+
 void addCodelets(poplar::Graph &graph) {
+  ipuxl::addConvolutionCodelets(graph);
   using namespace poplar::ipuxl_detail;
   using V = MatMulRowVertex;
   popops::ipuxl::registerBuiltins(graph, {describe<V>("poplin::ipuxl::MatMulRow",

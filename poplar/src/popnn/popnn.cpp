@@ -172,7 +172,14 @@ void checkLossShapes(const poplar::Tensor &probs, const poplar::Tensor &expected
 }
 } // namespace
 
+namespace pooling {
+namespace ipuxl {
+void addPoolingCodelets(poplar::Graph &graph); // Pooling.cpp
+}
+} // namespace pooling
+
 void addCodelets(poplar::Graph &graph) {
+  pooling::ipuxl::addPoolingCodelets(graph);
   using namespace poplar::ipuxl_detail;
   using S = SoftmaxRowVertex;
   using L = LossVertex;

@@ -18,6 +18,7 @@ namespace ipuxl {
 poplar::ipuxl_detail::VertexTypeInfo mapVertexType();
 std::vector<poplar::ipuxl_detail::VertexTypeInfo> reduceVertexTypes();
 std::vector<poplar::ipuxl_detail::VertexTypeInfo> multiSliceVertexTypes();
+std::vector<poplar::ipuxl_detail::VertexTypeInfo> topKVertexTypes();
 
 namespace {
 struct SlicePlan {
@@ -113,6 +114,7 @@ void addCodelets(poplar::Graph &graph) {
   for (auto &t : reduceVertexTypes()) types.push_back(t);
   for (auto &t : sliceVertexTypes()) types.push_back(t);
   for (auto &t : multiSliceVertexTypes()) types.push_back(t);
+  for (auto &t : topKVertexTypes()) types.push_back(t);
   registerBuiltins(graph, types);
 }
 

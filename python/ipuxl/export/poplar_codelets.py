@@ -274,6 +274,9 @@ HELPERS = {
     "nllSoftmaxGrad": (_NLL, ()),
     "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
+    "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
+    "popnnPooling": ("", ()),
+    "popopsTopK": ("", ()),
 }
 
 CODELETS = {
@@ -362,3 +365,9 @@ public:
 };
 """,
 }
+
+# The random ops' generator (poplar_random.py).
+from .poplar_random import RANDOM_CODELETS, RANDOM_HELPERS  # noqa: E402
+
+HELPERS.update(RANDOM_HELPERS)
+CODELETS.update(RANDOM_CODELETS)

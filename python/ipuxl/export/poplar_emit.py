@@ -121,6 +121,7 @@ class PoplarEmitter:
         self.model_mapped = 0
         self.var_streams: List[tuple] = []     # (handle, key, tensor, T slot)
         self.remote_vars: List[tuple] = []     # (buffer handle, entry, key, tensor)
+        self.remote_shards: Dict[str, int] = {}  # key -> shard size, for replica-sharded ones
         self.streams: Dict[object, str] = {}   # HostToDevice/DeviceToHost stream -> C++ var
         self.remote: Dict[int, str] = {}       # id(RemoteBuffer) -> C++ var
         self.counts = {"functions": 0, "calls": 0, "repeats": 0, "ifs": 0}
@@ -258,10 +259,11 @@ class PoplarEmitter:
             ref = self.define(out, f"poputil::cloneToIpu(graph, {self.t(src)}, {dst_ipu}, "
                                    f"{cstr(out.id)})")
             self.line(f"prog.add(poplar::program::Copy({self.t(src)}, {ref}));")
-        elif kind == "collective":
-            poplar_ops.emit_collective(self, e)
-        elif kind == "kernel":
-            poplar_ops.emit_kernel(self, e)
+        elif kind in ("collective", "kernel"):
+            start = len(self.lines)
+            (poplar_ops.emit_collective if kind == "collective" else poplar_ops.emit_kernel)(self, e)
+            if self.num_ipus > 1:
+                self._on_ipu_graph(e, start)
         else:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
                                       "is not supported")
@@ -331,6 +333,25 @@ class PoplarEmitter:
         outs = self.prog.graph_outputs[g]
         return {k for k, t in enumerate(outs)
                 if root(t) not in inputs and sum(o is t for o in outs) == 1}
+
+    def _on_ipu_graph(self, e, start: int) -> None:
+        """Puts the lines of op ``e`` (from ``start``) in a block where
+        ``graph`` is the virtual graph of the op's IPU's tiles, as PopART
+        builds each op on its IPU's graph, so the tensors PopLibs creates
+        for it live on that IPU. Mappings the model gives stay absolute
+        (``topGraph``). IO tile sets get no graph of their own: the model
+        places some of their ops' inputs on the compute tiles, which an IO
+        tiles' graph cannot map."""
+        ts = [t for t in list(e.outputs) + list(e.inputs) if t is not None]
+        ipu = int(getattr(ts[0], "_ipu", 0) or 0) if ts else 0
+        lo, hi = ipu * self.tiles_per_ipu, (ipu + 1) * self.tiles_per_ipu
+        body = [ln.replace("ipuxl_export::mapRun(graph,", "ipuxl_export::mapRun(topGraph,")
+                for ln in self.lines[start:]]
+        del self.lines[start:]
+        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // IPU {ipu}'s tiles")
+        self.lines.append(f"    poplar::Graph graph = topGraph.createVirtualGraph({lo}, {hi});")
+        self.lines.extend("  " + ln for ln in body)
+        self.lines.append("    (void)topGraph; }")
 
     def function_of(self, g) -> str:
         """The ``poplar::Function`` of called graph ``g``, built on first use."""
@@ -473,12 +494,9 @@ class PoplarEmitter:
         for t in self.ir.main_graph._tensors.values():
             if isinstance(t, Variable) and t._remote is not None:
                 rb, entry, _ = t._remote
-                if tuple(rb.tensor_shape) != tuple(t.shape):
-                    raise NotImplementedError(
-                        f"Poplar export: remote variable {t.id!r} is replica-sharded (shape "
-                        f"{tuple(t.shape)}, buffer entries {tuple(rb.tensor_shape)}); sharded "
-                        "remote variables (RTS) are not exported")
                 key = f"remote/{t.id}"
+                if tuple(rb.tensor_shape) != tuple(t.shape):
+                    self.remote_shards[key] = self._shards_of(t, rb)
                 self.data[key] = self._value(t)
                 self.remote_vars.append((rb, int(entry), key, t))
         for t in weights:
@@ -491,6 +509,21 @@ class PoplarEmitter:
         self.functions.append(self._chunked("buildMainGraph", self.lines, "// the main graph"))
         main_lines = ["  buildMainGraph(graph, prog, data);"]
         return self._assemble(decl_lines, main_lines, weights, with_main)
+
+    def _shards_of(self, t, rb) -> int:
+        """The shard size of a replica-sharded remote variable: its value
+        flattened, zero-padded and split in one contiguous shard per replica
+        (ipuxl._sharding, PopXL's rule); other shardings are refused."""
+        from .._sharding import shard_size
+
+        n = int(np.prod(t.shape, dtype=np.int64))
+        size = int(np.prod(rb.tensor_shape, dtype=np.int64))
+        if self.replicas < 2 or size != shard_size(n, self.replicas):
+            raise NotImplementedError(
+                f"Poplar export: remote variable {t.id!r} is sharded into entries of shape "
+                f"{tuple(rb.tensor_shape)} (shape {tuple(t.shape)}, {self.replicas} replicas): only "
+                "sharding over all replicas is exported")
+        return size
 
     def _value(self, t) -> np.ndarray:
         v = self.weights.get(id(t))

@@ -105,6 +105,14 @@ def host_side(em, stream_meta, weights) -> str:
         n = int(np.prod(t.shape, dtype=np.int64))
         lines.append(f"  {{ const HostArray &a = lookup(weights, {em_cstr(key)}, "
                      f"{em_cstr(em_descr(t.dtype))}, {n}, path);")
+        if key in em.remote_shards:
+            # replica r's entry holds shard r of the flattened, zero-padded value
+            size = em.remote_shards[key] * t.dtype.itemsize
+            lines.append(f"    std::vector<char> padded(REPLICATION_FACTOR * {size}u, 0); "
+                         "std::copy(a.data.begin(), a.data.end(), padded.begin());")
+            lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyToRemoteBuffer("
+                         f"padded.data() + r * {size}u, {em_cstr(em._rb_name(rb))}, {entry}, r); }}")
+            continue
         lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyToRemoteBuffer("
                      f"a.data.data(), {em_cstr(em._rb_name(rb))}, {entry}, r); }}")
     lines += ["}", "",
@@ -117,6 +125,15 @@ def host_side(em, stream_meta, weights) -> str:
         lines.append(f"  {{ HostArray a = weights.at({em_cstr(t.id)}); a.data = "
                      f"buffers.bytes.at({em_cstr(t.id)}); out.emplace_back({em_cstr(t.id)}, a); }}")
     for rb, entry, key, t in em.remote_vars:
+        if key in em.remote_shards:
+            size = em.remote_shards[key] * t.dtype.itemsize
+            lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); "
+                         f"std::vector<char> padded(REPLICATION_FACTOR * {size}u);")
+            lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyFromRemoteBuffer("
+                         f"{em_cstr(em._rb_name(rb))}, padded.data() + r * {size}u, {entry}, r);")
+            lines.append("    std::copy(padded.begin(), padded.begin() + a.data.size(), a.data.begin()); "
+                         f"out.emplace_back({em_cstr(key)}, a); }}")
+            continue
         lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); engine.copyFromRemoteBuffer("
                      f"{em_cstr(em._rb_name(rb))}, a.data.data(), {entry}, 0); "
                      f"out.emplace_back({em_cstr(key)}, a); }}")

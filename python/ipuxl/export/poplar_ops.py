@@ -14,6 +14,8 @@ import math
 import numpy as np
 
 from .poplar_codelets import CODELETS, HELPERS
+from .poplar_nn import NN_KERNELS
+from .poplar_random import RANDOM_KERNELS
 
 __all__ = ["KERNELS", "emit_kernel", "emit_collective", "helper_source", "extra_includes"]
 
@@ -124,6 +126,14 @@ def _copy_of(em, e, view: str):
 
 def _identity(em, e):
     _copy_of(em, e, em.t(e.inputs[0]))
+
+
+def _io_tile_copy(em, e):
+    """A copy to the other tile set (PopART's IoTileCopyOpx): a new
+    variable with the IPU model's mapping of the copy (else linear), then a
+    Copy."""
+    ref = em.new_variable(e.outputs[0])
+    em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
 
 
 def _reshape(em, e):
@@ -359,6 +369,13 @@ def _accumulate(em, e):
             expr = (f"{fx} * popops::expr::_1 + (popops::expr::Const(1.0f) - {fx}) * ({xv})")
         ins = f"{{{t}, {x}" + (f", {f}.reshape({{}})" if f.startswith("T[") else "") + "}"
         em.line(f"popops::mapInPlace(graph, {expr}, {ins}, prog, {_dbg(e)});")
+    elif mode == "mean":  # f: the number of values accumulated so far
+        pe = "popops::expr"
+        fx = f"{pe}::_3" if f.startswith("T[") else f"{pe}::Const({f})"
+        n1 = f"({fx} + {pe}::Const(1.0f))"
+        expr = f"({fx} / {n1}) * {pe}::_1 + {pe}::_2 / {n1}"
+        ins = f"{{{t}, {x}" + (f", {f}.reshape({{}})" if f.startswith("T[") else "") + "}"
+        em.line(f"popops::mapInPlace(graph, {expr}, {ins}, prog, {_dbg(e)});")
     else:
         raise NotImplementedError(f"Poplar export: op Accumulate ({e.name!r}) mode {mode!r} is "
                                   "not supported")
@@ -458,9 +475,16 @@ def _adam_updater(em, e):
         raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) with tensor "
                                   "hyperparameters (only constant ones are exported)")
     for t in (w, m, v, step):
-        if t is not None and t.dtype.name != "float32":
+        ok = ("float32",) if t is step else ("float32", "float16")
+        if t is not None and t.dtype.name not in ok:
             raise NotImplementedError(f"Poplar export: op AdamUpdater ({e.name!r}) on "
-                                      f"{t.dtype.name} tensor {t.id!r} (float32 only)")
+                                      f"{t.dtype.name} tensor {t.id!r} ({' or '.join(ok)} only)")
+
+    def as_float(t):  # float16 state (tutorial 6's first moment) is read as float32
+        ref = em.t(t)
+        if t.dtype.name == "float32":
+            return ref
+        return f"popops::cast(graph, {ref}, poplar::FLOAT, prog, {_dbg(e)})"
     mode = e.attrs["mode"]
     a = e.attrs
     em.codelets["AdamUpdater"] = CODELETS["AdamUpdater"]
@@ -471,12 +495,16 @@ def _adam_updater(em, e):
 
     use_wd = float(a.get("weight_decay", 0.0)) != 0.0
     step_ref = em.t(step) if step is not None else "poplar::Tensor()"
-    em.define(e.outputs[0], (
-        f"ipuxl_export::adamUpdater(graph, {em.t(w if w is not None else m)}, {em.t(m)}, "
-        f"{em.t(v)}, {step_ref}, {str(use_wd).lower()}, {str(step is not None).lower()}, "
+    upd = (
+        f"ipuxl_export::adamUpdater(graph, {as_float(w if w is not None else m)}, {as_float(m)}, "
+        f"{as_float(v)}, {step_ref}, {str(use_wd).lower()}, {str(step is not None).lower()}, "
         f"{str(mode in ('adam', 'lamb', 'adamax')).lower()}, {str(mode == 'adamax').lower()}, "
         f"{f('weight_decay', 0.0)}, {f('beta1', 0.9)}, {f('beta2', 0.999)}, {f('epsilon', 1e-7)}, "
-        f"prog, {_dbg(e)})"))
+        f"prog, {_dbg(e)})")
+    out = e.outputs[0]
+    if out.dtype.name != "float32":
+        upd = f"popops::cast(graph, {upd}, {_ptype(out.dtype)}, prog, {_dbg(e)})"
+    em.define(out, upd)
 
 
 KERNELS = {
@@ -489,7 +517,7 @@ KERNELS = {
     "IsInf": _expr_unary("popops::expr::UnaryOp(popops::expr::UnaryOpType::IS_INF, "
                          "popops::expr::_1)"),
     "Clip": _clip,
-    "Identity": _identity, "Detach": _identity, "DetachInplace": _identity, "IoTileCopy": _identity,
+    "Identity": _identity, "Detach": _identity, "DetachInplace": _identity, "IoTileCopy": _io_tile_copy,
     "Reshape": _reshape, "ReshapeInplace": _reshape,
     "Transpose": _transpose, "TransposeInplace": _transpose,
     "Slice": _slice, "SliceInplace": _slice, "Concat": _concat, "ConcatInplace": _concat,
@@ -503,6 +531,7 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
+    **NN_KERNELS, **RANDOM_KERNELS,
 }
 
 
@@ -523,40 +552,80 @@ _GCL_OPS = {"add": "ADD", "mean": "MEAN", "mul": "MUL", "min": "MIN", "max": "MA
 _REDUCE_NAMES = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
 
+def _gcl_groups(kind: str, n: int, k: int, stride: int = 1):
+    """The replica groups of a gcl::CommGroup, each in rank order (as
+    ipuxl's gcl::replicaGroups forms them)."""
+    if kind == "ORTHOGONAL":
+        m = n // k
+        return [[j + i * m for i in range(k)] for j in range(m)]
+    return [[base + j + i * stride for i in range(k)]
+            for base in range(0, n, k * stride) for j in range(stride)]
+
+
+def _comm_group(group_of):
+    """``""`` for one group of all replicas, else the ``gcl::CommGroup``
+    whose groups are those of ``group_of`` (the group of each replica), or
+    None if no CommGroup forms them."""
+    n = len(group_of)
+    if len(set(group_of)) <= 1:
+        return ""
+    want = sorted(sorted(r for r in range(n) if group_of[r] == g) for g in set(group_of))
+    k = len(want[0])
+    if any(len(w) != k for w in want):
+        return None
+    for stride in range(1, n // k + 1):
+        if n % (k * stride) == 0 and sorted(_gcl_groups("CONSECUTIVE", n, k, stride)) == want:
+            extra = f", {stride}" if stride > 1 else ""
+            return f"gcl::CommGroup(gcl::CommGroupType::CONSECUTIVE, {k}{extra})"
+    if sorted(_gcl_groups("ORTHOGONAL", n, k)) == want:
+        return f"gcl::CommGroup(gcl::CommGroupType::ORTHOGONAL, {k})"
+    return None
+
+
 def emit_collective(em, e) -> None:
     """Replicated collectives as gcl's cross-replica calls
     (gcl/Collectives.hpp; PopART's ReplicatedAllReduceOpx,
-    ReplicatedAllGatherOpx, ReplicatedReduceScatterOpx), over all replicas."""
+    ReplicatedAllGatherOpx, ReplicatedReduceScatterOpx), over all replicas
+    or the ``gcl::CommGroup`` that forms the op's replica groups."""
     typ = e.type
     if e.collective is None or typ == "AllReduce":
         raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}): only the replicated "
                                   "collectives (gcl cross-replica calls) are exported")
     kind, red, group_of = e.collective
-    if len(set(group_of)) != 1:
+    group = _comm_group(list(group_of))
+    if group is None:
         raise NotImplementedError(f"Poplar export: op {typ} ({e.name!r}) over replica groups "
-                                  f"{list(group_of)}: only all replicas in one group are exported")
+                                  f"{list(group_of)}: no gcl::CommGroup (ALL, CONSECUTIVE with a "
+                                  "stride, ORTHOGONAL) forms these groups")
     gop = _GCL_OPS[_REDUCE_NAMES[int(red)]]
     em.helpers.add("gcl")
     x = em.t(e.inputs[0])
     cop = f"gcl::CollectiveOperator::{gop}"
+    g = f"{group}, " if group else ""
     out = e.outputs[0]
     if typ == "ReplicatedAllReduceInplace":
-        em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)});")
+        em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)});")
         em.alias(out, e.inputs[0])
     elif typ == "ReplicatedAllReduce":
-        em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {_dbg(e)})")
+        em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)})")
     elif typ == "ReplicatedAllGather":
-        em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {_dbg(e)})"
+        em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {g}{_dbg(e)})"
                        f".reshape({_shape(out.shape)})")
     elif typ == "ReplicatedReduceScatter":
         em.define(out, f"gcl::reduceScatterCrossReplica(graph, {x}.flatten(), {cop}, prog, "
-                       f"{_dbg(e)}).reshape({_shape(out.shape)})")
+                       f"{g}{_dbg(e)}).reshape({_shape(out.shape)})")
     else:
         raise NotImplementedError(f"Poplar export: collective op {typ} ({e.name!r})")
 
 
+_INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
+             "poplinConv": ["#include <poplin/ConvUtil.hpp>", "#include <poplin/Convolution.hpp>"],
+             "popnnPooling": ["#include <popnn/Pooling.hpp>"],
+             "popopsTopK": ["#include <popops/TopK.hpp>"]}
+
+
 def extra_includes(em) -> list:
-    return ["#include <gcl/Collectives.hpp>"] if "gcl" in em.helpers else []
+    return [line for h, lines in _INCLUDES.items() if h in em.helpers for line in lines]
 
 
 def helper_source(em) -> str:
