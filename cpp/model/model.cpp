@@ -69,6 +69,24 @@ void Model::collect_binds() {
   for (const auto& p : low_.programs) collect_binds_in(p);
   for (const auto& g : d_.graphs)
     for (int t : g.outputs) out_roots_.insert(al_.root[t]);
+  // Outputs aliased with their caller's tensor (AliasZeroCopy) hold data
+  // only once written: the callee counts them from the op writing them,
+  // the caller not during the call. Not when the same caller tensor is
+  // also bound to an input (a loop-carried or in-place value, live
+  // throughout).
+  for (const auto& g : d_.graphs) {
+    std::set<int> in_src;
+    for (int t : g.inputs) {
+      auto f = bind_src_.find(al_.root[t]);
+      if (f != bind_src_.end()) in_src.insert(f->second.begin(), f->second.end());
+      in_src.insert(al_.root[t]);
+    }
+    for (int t : g.outputs) {
+      const int r = al_.root[t];
+      if (!shares_caller_storage(r) || in_src.count(r)) continue;
+      if (!in_src.count(*bind_src_.at(r).begin())) held_out_.insert(r);
+    }
+  }
 }
 
 // The copies a Bind node stands for on the IPU: (src, dst) pairs.
