@@ -67,6 +67,27 @@ void Model::collect_binds_in(const Node& n) {
 void Model::collect_binds() {
   for (const auto& f : low_.functions) collect_binds_in(f.body);
   for (const auto& p : low_.programs) collect_binds_in(p);
+  // A call site's tensor that is itself a parameter aliased with its own
+  // caller's tensor is that tensor's storage: sites binding such chains
+  // to the same storage bind one tensor (PopART aliases the Poplar
+  // tensors, whatever the nesting).
+  auto canon = [&](int r) {
+    for (int hops = 0; hops < 64; ++hops) {
+      auto f = bind_src_.find(r);
+      if (f == bind_src_.end() || f->second.size() != 1 || copied_roots_.count(r)) break;
+      r = *f->second.begin();
+    }
+    return r;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [r, srcs] : bind_src_) {
+      if (srcs.size() <= 1) continue;
+      std::set<int> c;
+      for (int x : srcs) c.insert(canon(x));
+      if (c.size() < srcs.size()) srcs = c, changed = true;
+    }
+  }
   for (const auto& g : d_.graphs)
     for (int t : g.outputs) out_roots_.insert(al_.root[t]);
   // Outputs aliased with their caller's tensor (AliasZeroCopy) hold data

@@ -13,7 +13,10 @@ shapes, dtypes and the tiles each op runs on):
   touches;
 * an output that AliasZeroCopy aliases with the call site's tensor is
   written by the callee's last op: Poplar's liveness starts it there, not
-  at the call."""
+  at the call;
+* a Function called from two nesting levels (directly, and from a repeat
+  body that has the same tensor as an aliased parameter) binds one
+  storage at every site, so AliasZeroCopy aliases its parameter too."""
 import math
 
 import numpy as np
@@ -105,3 +108,36 @@ def test_an_aliased_output_is_live_from_the_op_writing_it():
         return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
     want = (gelu(gelu(gelu(0.5))) + 1.0) * shape[0] * shape[1]
     np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_a_parameter_bound_through_nested_aliases_is_one_storage():
+    shape = (1024, 1024)
+    whole = 1024 * 1024 * 4
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream(shape, popxl.float32, "x")
+        w = ops.gelu(ops.host_load(xs))
+        a = ir.create_graph(lambda t: ops.sum(t * 2.0), w)
+
+        def body(acc, t):
+            (s,) = ops.call(a, t)
+            return acc + s
+
+        b = ir.create_graph(body, popxl.constant(0.0, popxl.float32, name="acc0"), w)
+
+        def outer(t):
+            (s0,) = ops.call(a, t)
+            (s1,) = ops.repeat(b, 3, s0, inputs_dict={b.inputs[1]: t})
+            return s1
+
+        (r,) = ops.call(ir.create_graph(outer, w), w)
+        rs = popxl.d2h_stream(r.shape, r.dtype, "r")
+        ops.host_store(rs, r)
+    p = profile_ir(ir, "ipu2")
+    # At most w and t * 2.0 (and scalars): a's parameter is w itself at
+    # both of its call sites (outer's t, and the body's t aliased with it).
+    assert max(p.steps["live_bytes"]) <= 2 * whole + whole // 64
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run({xs: np.full(shape, 0.5, np.float32)})[rs]
+    g = 0.5 * 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (0.5 + 0.044715 * 0.5 ** 3)))
+    np.testing.assert_allclose(got, 4 * 2 * g * shape[0] * shape[1], rtol=1e-4)
