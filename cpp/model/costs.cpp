@@ -305,11 +305,13 @@ void Model::cost_softmax(const OpRecord& op, OpCost& c) {
   // the rows its n_t consecutive elements touch, not for every row. The
   // forward pass works in place on its output (PopART SoftmaxOpx: a
   // cloneNcopy, then popnn::nonLinearityInPlace), so its only temporaries
-  // are those; the gradient (popnn softmaxInputGradient: y*g becomes the
-  // output, y*sum(y*g) is a temporary) and the losses hold one more copy.
+  // are those; the gradient (two inputs, y and g: popnn
+  // softmaxInputGradient makes y*g the output and y*sum(y*g) a temporary)
+  // and the losses hold one more copy.
   const int64_t row_len = std::max<int64_t>(1, ti.nelms() / rows);
   c.temp += std::min<int64_t>(rows, ceil_div(n_t, row_len) + 1) * 8;
-  if (op.type != "Softmax") c.temp += n_t * es;
+  const bool forward = op.cost_class == CostClass::Softmax && op.in.size() == 1;
+  if (!forward) c.temp += n_t * es;
 }
 
 // popops::multiSlice / dynamicSlice: the output, mapped linearly, pulls
