@@ -301,7 +301,17 @@ void Model::cost_softmax(const OpRecord& op, OpCost& c) {
   c.state = 4 * 24;
   c.programs += 4;
   c.flops = 5.0 * (double)ti.nelms();
-  c.temp += n_t * es + std::min<int64_t>(rows, n_t) * 8;
+  // Row statistics (a max and an fp32 sum, 8 B a row) exist on a tile for
+  // the rows its n_t consecutive elements touch, not for every row. The
+  // forward pass works in place on its output (PopART SoftmaxOpx: a
+  // cloneNcopy, then popnn::nonLinearityInPlace), so its only temporaries
+  // are those; the gradient (two inputs, y and g: popnn
+  // softmaxInputGradient makes y*g the output and y*sum(y*g) a temporary)
+  // and the losses hold one more copy.
+  const int64_t row_len = std::max<int64_t>(1, ti.nelms() / rows);
+  c.temp += std::min<int64_t>(rows, ceil_div(n_t, row_len) + 1) * 8;
+  const bool forward = op.cost_class == CostClass::Softmax && op.in.size() == 1;
+  if (!forward) c.temp += n_t * es;
 }
 
 // popops::multiSlice / dynamicSlice: the output, mapped linearly, pulls
@@ -614,7 +624,16 @@ void Model::cost_norm(const OpRecord& op, OpCost& c) {
   c.state = 4 * 24;
   c.programs += 3;
   c.flops = 8.0 * (double)ti.nelms();
-  c.temp += n_t * 4 + std::min<int64_t>(groups, n_t) * 8;
+  // poplin::normWhiten makes x - mean (a tensor of x's type, scaled in
+  // place; normalise's mul by gamma is the output), and the statistics
+  // (an fp32 sum and sum of squares, 8 B a group) exist on a tile for
+  // the groups its n_t consecutive elements touch: a group is a run of
+  // `inner` elements (the dims after the group axis, for the statistics'
+  // groups nelms / groups).
+  int64_t inner = 1;
+  if (op.out.size() > 1) inner = std::max<int64_t>(1, ti.nelms() / groups);
+  else for (size_t i = 2; i < ti.shape.size(); ++i) inner *= std::max<int64_t>(1, ti.shape[i]);
+  c.temp += n_t * es + std::min<int64_t>(groups, ceil_div(n_t, inner) + 1) * 8;
 }
 
 void Model::cost_ipu_all_reduce(const OpRecord& op, OpCost& c) {

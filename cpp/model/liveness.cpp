@@ -74,7 +74,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
   switch (n.kind) {
     case NodeKind::Sequence: {
       int site = n.op >= 0 ? n.op : site_op;
-      if (n.op >= 0) site_bound_.clear();
+      if (n.op >= 0) site_bound_.clear(), site_held_.clear();
       for (const auto& ch : n.body) flatten(ch, out, site);
       return;
     }
@@ -117,7 +117,10 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       for (const auto& it : n.bind) {
         if (it.to < 0 || it.group.empty()) continue;
         auto f = bind_src_.find(al_.root[it.group[0]]);
-        if (f == bind_src_.end() || f->second.size() <= 1) site_bound_.push_back(it.to);
+        if (f == bind_src_.end() || f->second.size() <= 1) {
+          site_bound_.push_back(it.to);
+          if (held_out_.count(al_.root[it.group[0]])) site_held_.push_back(it.to);
+        }
       }
       auto copies = bound_copies(n);
       if (copies.empty()) return;
@@ -144,7 +147,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
       // The caller's tensors copied in or out are live at their copy steps
       // (the callee's peak holds its own parameters); those bound in
       // place are live for the call.
-      if (site_op >= 0) s.touched = site_bound_;
+      if (site_op >= 0) s.touched = site_bound_, s.held = site_held_;
       s.cycles = t_.call_cycles + gcycles_[g];
       s.own = t_.call_cycles;
       out.push_back(std::move(s));
@@ -162,7 +165,7 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
         }
       // Carried inputs are copied in before the loop and the outputs out
       // after it: only what is bound in place is live during the loop.
-      if (site_op >= 0) s.touched = site_bound_;
+      if (site_op >= 0) s.touched = site_bound_, s.held = site_held_;
       s.cycles = n.count * (t_.loop_cycles + seq_cycles(body));
       s.own = n.count * (t_.loop_cycles + seq_cycles(body, false));
       out.push_back(std::move(s));
@@ -245,7 +248,7 @@ void Model::liveness_and_cycles() {
       storage_roots(t, rs);
       for (int r : rs) {
         if (d_.tensors[r].graph != g || always_live(r)) continue;
-        if (g != main_ && shares_caller_storage(r)) continue;
+        if (g != main_ && shares_caller_storage(r) && !held_out_.count(r)) continue;
         auto it = span.find(r);
         if (it == span.end()) span.emplace(r, std::make_pair(s, s));
         else it->second.second = std::max(it->second.second, s);
@@ -255,10 +258,14 @@ void Model::liveness_and_cycles() {
       for (int t : steps[s].touched) touch(t, s);
     // A Function's parameters are allocated once and live for its whole
     // body (§4.4: "Subgraph inputs and outputs are separate tensors
-    // allocated once").
+    // allocated once"); an output aliased with its caller's tensor
+    // (held_out_) only from the op writing it.
     if (g != main_) {
       for (int t : gd.inputs) touch(t, 0), touch(t, std::max(0, S - 1));
-      for (int t : gd.outputs) touch(t, 0), touch(t, std::max(0, S - 1));
+      for (int t : gd.outputs) {
+        if (!held_out_.count(al_.root[t])) touch(t, 0);
+        touch(t, std::max(0, S - 1));
+      }
     }
     std::vector<std::vector<int>> births(S + 1), deaths(S + 1);
     std::vector<int> roots;
@@ -289,7 +296,7 @@ void Model::liveness_and_cycles() {
     double cur_sum = 0;
     double best_live = -1;
     int best_step = -1, best_inner = -1;
-    std::vector<int> best_others;
+    std::vector<int> best_others, best_held;
     int64_t cyc = 0;
     // IO tiles: a lane beside compute. An IO step starts once issued (and
     // the lane is free); a later step touching its tensors waits for it.
@@ -327,6 +334,21 @@ void Model::liveness_and_cycles() {
           extra += (double)map_[r].total();
         }
       }
+      // Caller tensors the callee's peak counts from their write (held):
+      // not the caller's during the call.
+      std::vector<int> held;
+      for (int t : st.held) {
+        rs.clear();
+        storage_roots(t, rs);
+        for (int r : rs) {
+          auto sp = span.find(r);
+          if (sp == span.end() || sp->second.first > s || sp->second.second < s) continue;
+          if (std::find(held.begin(), held.end(), r) != held.end()) continue;
+          held.push_back(r);
+          add_map(step, map_[r], -1.0);
+          extra -= (double)map_[r].total();
+        }
+      }
       int big_inner = -1;  // the callee whose peak list the step's stands for
       if (!st.inner.empty()) {
         // One callee runs at a time: the step holds the largest peak per
@@ -351,6 +373,7 @@ void Model::liveness_and_cycles() {
         best_live = cur_sum + extra;
         best_step = s;
         best_others = others;
+        best_held = held;
         best_inner = big_inner;
       }
       double mx = 0;
@@ -408,7 +431,8 @@ void Model::liveness_and_cycles() {
     auto& pl = peak_list_[g];
     if (best_step >= 0) {
       for (int r : roots)
-        if (span[r].first <= best_step && best_step <= span[r].second)
+        if (span[r].first <= best_step && best_step <= span[r].second &&
+            std::find(best_held.begin(), best_held.end(), r) == best_held.end())
           pl.push_back(PeakEntry{r, -1, g, map_[r].total()});
       for (int r : best_others) pl.push_back(PeakEntry{r, -1, g, map_[r].total()});
       const StepRec& bs = steps[best_step];

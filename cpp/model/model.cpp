@@ -67,8 +67,47 @@ void Model::collect_binds_in(const Node& n) {
 void Model::collect_binds() {
   for (const auto& f : low_.functions) collect_binds_in(f.body);
   for (const auto& p : low_.programs) collect_binds_in(p);
+  // A call site's tensor that is itself a parameter aliased with its own
+  // caller's tensor is that tensor's storage: sites binding such chains
+  // to the same storage bind one tensor (PopART aliases the Poplar
+  // tensors, whatever the nesting).
+  auto canon = [&](int r) {
+    for (int hops = 0; hops < 64; ++hops) {
+      auto f = bind_src_.find(r);
+      if (f == bind_src_.end() || f->second.size() != 1 || copied_roots_.count(r)) break;
+      r = *f->second.begin();
+    }
+    return r;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [r, srcs] : bind_src_) {
+      if (srcs.size() <= 1) continue;
+      std::set<int> c;
+      for (int x : srcs) c.insert(canon(x));
+      if (c.size() < srcs.size()) srcs = c, changed = true;
+    }
+  }
   for (const auto& g : d_.graphs)
     for (int t : g.outputs) out_roots_.insert(al_.root[t]);
+  // Outputs aliased with their caller's tensor (AliasZeroCopy) hold data
+  // only once written: the callee counts them from the op writing them,
+  // the caller not during the call. Not when the same caller tensor is
+  // also bound to an input (a loop-carried or in-place value, live
+  // throughout).
+  for (const auto& g : d_.graphs) {
+    std::set<int> in_src;
+    for (int t : g.inputs) {
+      auto f = bind_src_.find(al_.root[t]);
+      if (f != bind_src_.end()) in_src.insert(f->second.begin(), f->second.end());
+      in_src.insert(al_.root[t]);
+    }
+    for (int t : g.outputs) {
+      const int r = al_.root[t];
+      if (!shares_caller_storage(r) || in_src.count(r)) continue;
+      if (!in_src.count(*bind_src_.at(r).begin())) held_out_.insert(r);
+    }
+  }
 }
 
 // The copies a Bind node stands for on the IPU: (src, dst) pairs.

@@ -72,6 +72,7 @@ struct StepRec {
   int64_t own = 0;                // cycles of the op itself (a call site: without callee bodies)
   int load_graph = -1;            // RemoteCodeLoad: loaded code becomes live here
   std::vector<int> calls;         // graphs this step calls (ends loaded-code liveness)
+  std::vector<int> held;          // caller tensors the callee's peak counts (held_out_)
   int xgroup = -1;                // exchange group (MultiExchange) of its op
   bool io = false;                // runs on the IO tiles, beside compute
 };
@@ -370,6 +371,8 @@ class Model {
   std::vector<int> deferred_;                        // source ops costed after their graph
   std::vector<std::vector<PeakEntry>> peak_list_;    // per graph: live at its peak step
   std::vector<int> site_bound_;                      // flatten: caller tensors bound at this site
+  std::set<int> held_out_;        // callee output roots aliased with their caller's (counted by the callee)
+  std::vector<int> site_held_;    // flatten: caller tensors bound to held_out_ roots at this site
 };
 
 }  // namespace model
