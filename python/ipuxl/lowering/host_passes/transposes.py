@@ -1,15 +1,16 @@
 """``fold_transposes``: a transpose of the last two axes read only by float32
-matmuls becomes a transpose flag of those GEMMs instead of a copy (the
+(or float16) matmuls becomes a transpose flag of those GEMMs instead of a copy (the
 autodiff rule of MatMul emits them: ``dA = G @ B^T``).
 
 Relies on, and checks: the transpose swaps exactly the last two axes of a
-float32 operand of rank >= 2; every reader of its result is a plain MatMul
+float32 or float16 operand of rank >= 2 (a transpose is exact, the
+float16 GEMM reads the flag as the float32 one); every reader of its result is a plain MatMul
 (no epilogue), none reading it as both operands; the result is not a graph
 output; nothing between the transpose and each reading MatMul writes (any
 view of) the transposed tensor, since the GEMM now reads it later.
 """
 from ..program import Program
-from .analysis import alias_roots, is_f32, readers, writes_between
+from .analysis import alias_roots, is_half_or_f32, readers, writes_between
 
 NAME = "fold_transposes"
 
@@ -23,7 +24,7 @@ def run(prog: Program) -> int:
         roots = alias_roots(entries)
         pos = {id(e): i for i, e in enumerate(entries)}
         for e in list(entries):
-            if e.kernel != "Transpose" or e.skip or not is_f32(e.inputs[0]):
+            if e.kernel != "Transpose" or e.skip or not is_half_or_f32(e.inputs[0]):
                 continue
             x, xt = e.inputs[0], e.outputs[0]
             perm = list(e.attrs.get("perm", []))
