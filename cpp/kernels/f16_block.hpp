@@ -117,5 +117,37 @@ void map_rows(int64_t rows, int64_t cols, const f16* a, const float* row, f16* o
   });
 }
 
+// float copies of nmat row-major float16 matrices [rows, cols], each
+// transposed: dst[m][j][i] = src[m][i][j]. A float16 MatMul with a folded
+// transpose converts its operand this way and runs the plain product, the
+// same float32 GEMM (and so the same bits) as the unfused Transpose +
+// MatMul.
+inline void to_float_transposed(const f16* src, float* dst, int64_t nmat, int64_t rows,
+                                int64_t cols) {
+  constexpr int64_t T = 32;
+  const int64_t rb = (rows + T - 1) / T;
+  ::ipuxl::parallel_for(nmat * rb, std::max<int64_t>(1, kGrain / std::max<int64_t>(T * cols, 1)),
+                        [&](int64_t u0, int64_t u1) {
+    alignas(64) float tile[T][T];
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t m = u / rb, i0 = (u % rb) * T, i1 = std::min(rows, i0 + T);
+      const f16* s = src + m * rows * cols;
+      float* d = dst + m * rows * cols;
+      for (int64_t j0 = 0; j0 < cols; j0 += T) {
+        const int64_t j1 = std::min(cols, j0 + T);
+        for (int64_t i = i0; i < i1; ++i) half::to_float(s + i * cols + j0, tile[i - i0], j1 - j0);
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t i = i0; i < i1; ++i) d[j * rows + i] = tile[i - i0][j - j0];
+      }
+    }
+  });
+}
+
+// op(X) of a float16 operand [..., r, c] as float, transposed when `t`.
+inline void to_float_op(const f16* src, float* dst, int64_t n, bool t, int64_t r, int64_t c) {
+  if (t && n > 0) to_float_transposed(src, dst, n / (r * c), r, c);
+  else half::to_float_parallel(src, dst, n);
+}
+
 }  // namespace f16blk
 }  // namespace ipuxl

@@ -97,10 +97,11 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   const TensorRef* b = d.in[1];
   const TensorRef* c = d.in[2];
   const TensorRef* o = d.out[0];
+  const DType dt = c->dtype;
   for (const TensorRef* t : {a, b, c})
-    if (t->dtype != DType::Float32 || t->rank() != 2)
-      d.fail("an accumulating product needs 2-D float32 operands; '" + t->name + "' is " +
-             dtype_name(t->dtype) + shape_str(t->shape));
+    if (t->dtype != dt || (dt != DType::Float32 && dt != DType::Float16) || t->rank() != 2)
+      d.fail("an accumulating product needs 2-D float32 (or all float16) operands; '" +
+             t->name + "' is " + dtype_name(t->dtype) + shape_str(t->shape));
   if (o->data != c->data)
     d.fail("the output must alias the accumulated input '" + c->name + "'");
   const bool ta = d.attrs.i("trans_lhs", 0) != 0, tb = d.attrs.i("trans_rhs", 0) != 0;
@@ -112,6 +113,38 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   d.expect_shape(*o, Shape{M, N});
   const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
   const blas::SgemmImpl impl = blas::plan(ta, tb, M, N, K);  // a fixed rule of the shape
+  if (dt == DType::Float16) {
+    // The unfused ops' roundings: the product to float16 (MatMul), then
+    // C = f16(beta * C + alpha * product) (ScaledAdd's float formula).
+    return make_kernel([=](RunContext&) {
+      thread_local std::vector<float> fa, fb, fp;
+      const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
+      if ((int64_t)fa.size() < na) fa.resize((size_t)na);
+      if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
+      if ((int64_t)fp.size() < no) fp.resize((size_t)no);
+      // Transposed operands converted transposed: the unfused MatMul's GEMM.
+      f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+      f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
+      blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f, fa.data(), K,
+                       fb.data(), N, 0.0f, fp.data(), N);
+      const float* P = fp.data();
+      f16* W = o->as<f16>();
+      parallel_for(no, f16blk::kGrain, [&](int64_t i0, int64_t i1) {
+        alignas(64) float pv[f16blk::kBlock], wv[f16blk::kBlock];
+        alignas(64) f16 h[f16blk::kBlock];
+        for (int64_t s = i0; s < i1; s += f16blk::kBlock) {
+          const int64_t len = std::min<int64_t>(f16blk::kBlock, i1 - s);
+          half::from_float(P + s, h, len);  // the product, rounded
+          half::to_float(h, pv, len);
+          half::to_float(W + s, wv, len);
+          f16blk::run_exact([&](int64_t, int64_t m) {
+            for (int64_t i = 0; i < m; ++i) wv[i] = beta * wv[i] + alpha * pv[i];
+          }, 0, len);
+          half::from_float(wv, W + s, len);
+        }
+      });
+    });
+  }
   return make_kernel(
       [=](RunContext&) {
         blas::sgemm_with(impl, ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K,
@@ -291,15 +324,18 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
           if ((int64_t)fa.size() < na) fa.resize((size_t)na);
           if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
           if ((int64_t)fo.size() < no) fo.resize((size_t)no);
-          half::to_float_parallel(a->as<f16>(), fa.data(), na);
-          half::to_float_parallel(b->as<f16>(), fb.data(), nbb);
+          // A transposed operand is converted transposed (its stored last
+          // two axes are [K, M] / [N, K]): the product is then the unfused
+          // Transpose + MatMul's, bit for bit.
+          f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+          f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
           const float* A = fa.data();
           const float* B = fb.data();
           float* O = fo.data();
           auto one = [&](int64_t i) {
-            blas::sgemm_with(blas::SgemmImpl::Auto, ta, tb, M, N, K, 1.0f,
-                             A + a_off[(size_t)i], ta ? M : K, B + b_off[(size_t)i], tb ? K : N,
-                             0.0f, O + i * M * N, N);
+            blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f,
+                             A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
+                             O + i * M * N, N);
           };
           run_batched(nb, M * N * K, one);
           if (bias)

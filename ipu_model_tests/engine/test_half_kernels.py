@@ -108,6 +108,24 @@ unfused, _ = mlp("none")
 results.update(fused)
 results.update({k + "_unfused": v for k, v in unfused.items()})
 host_plan = plan
+
+# A float16 SGD update W += -0.01 * X^T @ G, folded into one accumulating GEMM.
+wu = rng.standard_normal((384, 136)).astype(f16)
+gu = rng.standard_normal((200, 136)).astype(f16)
+inputs.update(wu=wu, gu=gu)
+def sgd(host_passes):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        tw, ta, tg = (popxl.variable(v, popxl.float16) for v in (wu, a, gu))
+        ops.scaled_add_(tw, ops.transpose(ta) @ tg, b=-0.01)
+        st = popxl.d2h_stream(tw.shape, tw.dtype)
+        ops.host_store(st, tw)
+    with popxl.Session(ir, "ipu_model", host_passes=host_passes) as sess:
+        rr = sess.run()
+        plan = sess.engine.describe(host=True)
+    return rr[st], plan
+results["sgd"], update_plan = sgd("all")
+results["sgd_unfused"], _ = sgd("none")
 """
 
 
@@ -228,6 +246,23 @@ def test_fused_float16_chain_gives_the_unfused_bits(run):
     # The product rounded to float16, then the sum: one unit of each.
     _within_f16(r["mlp_bias"], p + c, ulps=1,
                 atol=(np.abs(p) + 2.0 ** -14) * 2.0 ** -10 + 2.0 ** -24)
+
+
+def test_folded_float16_update_gives_the_unfused_bits(run):
+    r, i = run["results"], run["inputs"]
+    plan = run["update_plan"]
+    assert plan.count("Execute(MatMul") == 1 and "ScaledAdd" not in plan, plan
+    assert "Transpose" not in plan, plan
+    _same_bits(r["sgd"], r["sgd_unfused"])
+    a, wu, gu = (i[k].astype(np.float32) for k in ("a", "wu", "gu"))
+    # float32 oracle of the two roundings: the product, then the update.
+    prod = (a.astype(np.float64).T @ gu.astype(np.float64)).astype(np.float16).astype(np.float32)
+    want = (wu + np.float32(-0.01) * prod).astype(np.float16)
+    # One unit of the result, and of the product (float32 and float64 sums may
+    # round it to neighbouring float16 values) scaled by the step.
+    close = np.abs(r["sgd"].astype(np.float32) - want.astype(np.float32)) <= \
+        (np.abs(want.astype(np.float32)) + 0.01 * np.abs(prod)) * 2.0 ** -10 + 2.0 ** -24
+    assert close.all()
 
 
 def test_fusions_apply_to_float16(run):
