@@ -2,9 +2,11 @@
 #pragma once
 
 #include <algorithm>
+#include <vector>
 
 #include "../core/parallel.hpp"
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 
@@ -44,6 +46,29 @@ std::unique_ptr<Kernel> make_binary(const OpDesc& d, F f) {
         const T* B = b->as<T>();
         Out* O = o->as<Out>();
         const int64_t n = o->nelms;
+        if constexpr (std::is_same_v<T, f16> && std::is_same_v<Out, f16>) {
+          // Blocks converted in bulk, the float formula vectorised (f16_block.hpp);
+          // the general broadcast below stays element by element.
+          auto g = [&](float x, float y) { return (float)f(x, y); };
+          if (same) {
+            const f16* ins[2] = {A, B};
+            f16blk::map<2>(n, ins, O, g);
+            return;
+          }
+          if (b_scalar || a_scalar) {
+            const float s = (float)(b_scalar ? B[0] : A[0]);
+            const f16* ins[1] = {b_scalar ? A : B};
+            if (b_scalar) f16blk::map<1>(n, ins, O, [&](float x) { return g(x, s); });
+            else f16blk::map<1>(n, ins, O, [&](float y) { return g(s, y); });
+            return;
+          }
+          if (row_bcast) {
+            std::vector<float> row((size_t)B_rowlen);
+            half::to_float(B, row.data(), B_rowlen);
+            f16blk::map_rows(n / B_rowlen, B_rowlen, A, row.data(), O, g);
+            return;
+          }
+        }
         if (same) {
           elementwise_for<T>(n, kElementwiseGrain, [&](int64_t b0, int64_t e0) {
             for (int64_t i = b0; i < e0; ++i) O[i] = (Out)f((C)A[i], (C)B[i]);

@@ -15,6 +15,7 @@
 #include "../core/parallel.hpp"
 #include "fastmath.hpp"
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 namespace {
@@ -50,6 +51,43 @@ struct BiasEpilogue {
   }
 };
 
+// The float16 bias (and GELU) epilogue on a float32 product C [M, N]:
+// out = f16(gelu(f16(f16(C) + bias))) (without GELU: f16(f16(C) + bias)),
+// the roundings of the unfused MatMul, Add and Gelu float16 kernels, with
+// their float formulas (f16_block.hpp), in one pass over C.
+void half_epilogue(const float* C, const f16* bias, bool gelu, int64_t M, int64_t N, f16* out) {
+  std::vector<float> bf((size_t)N);
+  half::to_float(bias, bf.data(), N);
+  const float* bp = bf.data();
+  parallel_for(M, std::max<int64_t>(1, f16blk::kGrain / std::max<int64_t>(N, 1)),
+               [&](int64_t r0, int64_t r1) {
+    alignas(64) float v[f16blk::kBlock];
+    alignas(64) f16 h[f16blk::kBlock];
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j0 = 0; j0 < N; j0 += f16blk::kBlock) {
+        const int64_t len = std::min<int64_t>(f16blk::kBlock, N - j0);
+        f16* dst = out + r * N + j0;
+        half::from_float(C + r * N + j0, h, len);  // the product, rounded
+        half::to_float(h, v, len);
+        const float* bj = bp + j0;
+        f16blk::run_exact([&](int64_t, int64_t m) {
+          for (int64_t i = 0; i < m; ++i) v[i] += bj[i];
+        }, 0, len);
+        if (!gelu) {
+          half::from_float(v, dst, len);
+          continue;
+        }
+        half::from_float(v, h, len);  // the sum, rounded
+        half::to_float(h, v, len);
+        f16blk::run_exact([&](int64_t, int64_t m) {
+          for (int64_t i = 0; i < m; ++i) v[i] = fastmath::gelu_tanh(v[i]);
+        }, 0, len);
+        half::from_float(v, dst, len);
+      }
+    }
+  });
+}
+
 // C = alpha * op(A) @ op(B) + beta * C into the third input, which the output
 // aliases: a weight update scaled_add_(W, X^T @ G, b=-lr) folded by the
 // lowering, so the gradient is never stored and W is read and written once.
@@ -59,10 +97,11 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   const TensorRef* b = d.in[1];
   const TensorRef* c = d.in[2];
   const TensorRef* o = d.out[0];
+  const DType dt = c->dtype;
   for (const TensorRef* t : {a, b, c})
-    if (t->dtype != DType::Float32 || t->rank() != 2)
-      d.fail("an accumulating product needs 2-D float32 operands; '" + t->name + "' is " +
-             dtype_name(t->dtype) + shape_str(t->shape));
+    if (t->dtype != dt || (dt != DType::Float32 && dt != DType::Float16) || t->rank() != 2)
+      d.fail("an accumulating product needs 2-D float32 (or all float16) operands; '" +
+             t->name + "' is " + dtype_name(t->dtype) + shape_str(t->shape));
   if (o->data != c->data)
     d.fail("the output must alias the accumulated input '" + c->name + "'");
   const bool ta = d.attrs.i("trans_lhs", 0) != 0, tb = d.attrs.i("trans_rhs", 0) != 0;
@@ -74,6 +113,38 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   d.expect_shape(*o, Shape{M, N});
   const float alpha = (float)d.attrs.f("alpha", 1.0), beta = (float)d.attrs.f("beta", 1.0);
   const blas::SgemmImpl impl = blas::plan(ta, tb, M, N, K);  // a fixed rule of the shape
+  if (dt == DType::Float16) {
+    // The unfused ops' roundings: the product to float16 (MatMul), then
+    // C = f16(beta * C + alpha * product) (ScaledAdd's float formula).
+    return make_kernel([=](RunContext&) {
+      thread_local std::vector<float> fa, fb, fp;
+      const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
+      if ((int64_t)fa.size() < na) fa.resize((size_t)na);
+      if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
+      if ((int64_t)fp.size() < no) fp.resize((size_t)no);
+      // Transposed operands converted transposed: the unfused MatMul's GEMM.
+      f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+      f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
+      blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f, fa.data(), K,
+                       fb.data(), N, 0.0f, fp.data(), N);
+      const float* P = fp.data();
+      f16* W = o->as<f16>();
+      parallel_for(no, f16blk::kGrain, [&](int64_t i0, int64_t i1) {
+        alignas(64) float pv[f16blk::kBlock], wv[f16blk::kBlock];
+        alignas(64) f16 h[f16blk::kBlock];
+        for (int64_t s = i0; s < i1; s += f16blk::kBlock) {
+          const int64_t len = std::min<int64_t>(f16blk::kBlock, i1 - s);
+          half::from_float(P + s, h, len);  // the product, rounded
+          half::to_float(h, pv, len);
+          half::to_float(W + s, wv, len);
+          f16blk::run_exact([&](int64_t, int64_t m) {
+            for (int64_t i = 0; i < m; ++i) wv[i] = beta * wv[i] + alpha * pv[i];
+          }, 0, len);
+          half::from_float(wv, W + s, len);
+        }
+      });
+    });
+  }
   return make_kernel(
       [=](RunContext&) {
         blas::sgemm_with(impl, ta, tb, M, N, K, alpha, a->as<float>(), ta ? M : K,
@@ -89,8 +160,9 @@ std::unique_ptr<Kernel> matmul_factory(const OpDesc& d) {
       d.fail("epilogue must be 'bias', 'bias_gelu' or 'accumulate', got '" + epilogue + "'");
     d.expect_arity(3, 1);
     const TensorRef* bias = d.in[2];
-    if (bias->dtype != DType::Float32 || d.in[0]->dtype != DType::Float32)
-      d.fail("a fused epilogue needs float32 operands and bias");
+    const DType dt = d.in[0]->dtype;
+    if (bias->dtype != dt || (dt != DType::Float32 && dt != DType::Float16))
+      d.fail("a fused epilogue needs float32 or float16 operands and a bias of their dtype");
     if (d.out[0]->rank() != 2 || bias->nelms != d.out[0]->shape[1])
       d.fail("a fused bias must have one value per output column of a 2-D product");
     OpDesc plain = d;
@@ -136,10 +208,10 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
   const TensorRef* o = d.out[0];
   if (a->rank() == 0 || b->rank() == 0) d.fail("operands must have rank >= 1");
   // trans_lhs / trans_rhs: the operand is stored with its last two axes
-  // swapped (a folded Transpose); float32 only.
+  // swapped (a folded Transpose); float32 and float16.
   const bool ta = d.attrs.i("trans_lhs", 0) != 0, tb = d.attrs.i("trans_rhs", 0) != 0;
-  if ((ta || tb) && a->dtype != DType::Float32)
-    d.fail("transposed operands are supported for float32 only");
+  if ((ta || tb) && a->dtype != DType::Float32 && a->dtype != DType::Float16)
+    d.fail("transposed operands are supported for float32 and float16 only");
   if ((ta && a->rank() < 2) || (tb && b->rank() < 2))
     d.fail("a transposed operand must have rank >= 2");
   Shape as = a->shape, bs = b->shape;
@@ -180,7 +252,8 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
     }
   }
   const DType dt = a->dtype;
-  if (bias && (dt != DType::Float32 || nb != 1)) d.fail("a fused epilogue needs a single float32 product");
+  if (bias && ((dt != DType::Float32 && dt != DType::Float16) || nb != 1))
+    d.fail("a fused epilogue needs a single float32 or float16 product");
   bool rhs_fixed = false;
   for (int i : d.host_only_inputs) rhs_fixed = rhs_fixed || i == 1;
   // Pre-packing saves every product the packing of B, a large share of the
@@ -239,25 +312,36 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
     // products (each rounded once to float16 at the end), as the IPU's AMP
     // with float partials. Batched products are split over the threads as
     // the float32 ones: each product is computed as it would be alone, so
-    // the results do not depend on the thread count.
+    // the results do not depend on the thread count. A fused epilogue
+    // rounds as the unfused ops would: the product to float16, the sum with
+    // the bias to float16, then GELU of that (half_epilogue).
     return make_kernel(
         [=](RunContext&) {
           const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
-          std::unique_ptr<float[]> fa(new float[(size_t)std::max<int64_t>(na, 1)]);
-          std::unique_ptr<float[]> fb(new float[(size_t)std::max<int64_t>(nbb, 1)]);
-          std::unique_ptr<float[]> fo(new float[(size_t)std::max<int64_t>(no, 1)]);
-          half::to_float_parallel(a->as<f16>(), fa.get(), na);
-          half::to_float_parallel(b->as<f16>(), fb.get(), nbb);
-          const float* A = fa.get();
-          const float* B = fb.get();
-          float* O = fo.get();
+          // Per-thread scratch, kept between runs: fresh pages for every
+          // product cost more than the conversions.
+          thread_local std::vector<float> fa, fb, fo;
+          if ((int64_t)fa.size() < na) fa.resize((size_t)na);
+          if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
+          if ((int64_t)fo.size() < no) fo.resize((size_t)no);
+          // A transposed operand is converted transposed (its stored last
+          // two axes are [K, M] / [N, K]): the product is then the unfused
+          // Transpose + MatMul's, bit for bit.
+          f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+          f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
+          const float* A = fa.data();
+          const float* B = fb.data();
+          float* O = fo.data();
           auto one = [&](int64_t i) {
             blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f,
                              A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
                              O + i * M * N, N);
           };
           run_batched(nb, M * N * K, one);
-          half::from_float_parallel(O, o->as<f16>(), no);
+          if (bias)
+            half_epilogue(O, bias->as<f16>(), gelu, M, N, o->as<f16>());
+          else
+            half::from_float_parallel(O, o->as<f16>(), no);
         });
   }
   std::unique_ptr<Kernel> k;

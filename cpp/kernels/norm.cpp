@@ -14,7 +14,8 @@
 //     y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c].
 //
 // float16 computes in float (statistics accumulate in double); float32 in
-// float with double statistics.
+// float with double statistics. float16 layer norms (one group, no spatial
+// axes) convert in bulk and run the float32 row kernels (f16_block.hpp).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "../core/isa.hpp"
 #include "../core/parallel.hpp"
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 namespace {
@@ -165,6 +167,35 @@ std::unique_ptr<Kernel> group_norm_kernel(const OpDesc& d, const NormGeom g, dou
   const TensorRef *x = d.in[0], *w = d.in[1], *b = d.in[2];
   const TensorRef *y = d.out[0], *mo = d.out[1], *io = d.out[2];
   const int64_t blk = g.Cg * g.S;
+  if constexpr (std::is_same_v<T, f16>) {
+    if (g.G == 1 && g.S == 1) {
+      // float16 layer norm: rows converted in bulk, the float32 rows' formulas
+      // (level-independent bits: f16blk::run_exact), the output rounded once.
+      return make_kernel([=](RunContext&) {
+        const int64_t C = g.C;
+        std::vector<float> wb((size_t)(2 * C));
+        half::to_float(w->as<f16>(), wb.data(), C);
+        half::to_float(b->as<f16>(), wb.data() + C, C);
+        const float *W = wb.data(), *B = wb.data() + C;
+        const f16* X = x->as<f16>();
+        f16* Y = y->as<f16>();
+        float *MEAN = mo->as<float>(), *INV = io->as<float>();
+        const int64_t rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));
+        parallel_for(g.N, rows, [&](int64_t r0, int64_t r1) {
+          std::vector<float> buf((size_t)(2 * rows * C));
+          for (int64_t q0 = r0; q0 < r1; q0 += rows) {
+            const int64_t q1 = std::min(r1, q0 + rows), len = (q1 - q0) * C;
+            float *xf = buf.data(), *yf = buf.data() + rows * C;
+            half::to_float(X + q0 * C, xf, len);
+            f16blk::run_exact([&](int64_t a0, int64_t a1) {
+              layer_norm_rows_f32(xf, W, B, yf, MEAN + q0, INV + q0, C, eps, a0, a1);
+            }, 0, q1 - q0);
+            half::from_float(yf, Y + q0 * C, len);
+          }
+        });
+      });
+    }
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (g.G == 1 && g.S == 1) {
       return make_kernel([=](RunContext&) {
@@ -237,6 +268,41 @@ std::unique_ptr<Kernel> group_norm_grad_kernel(const OpDesc& d, const NormGeom g
   const TensorRef *x = d.in[0], *w = d.in[1], *mi = d.in[2], *ii = d.in[3], *dy = d.in[4];
   const TensorRef *dx = d.out[0], *dw = d.out[1], *db = d.out[2];
   const int64_t blk = g.Cg * g.S;
+  if constexpr (std::is_same_v<T, f16>) {
+    if (g.G == 1 && g.S == 1) {
+      // float16 layer norm gradient: X, dY and the weight converted in bulk,
+      // the float32 rows' and columns' formulas (f16blk::run_exact), each
+      // output rounded once.
+      return make_kernel([=](RunContext&) {
+        const int64_t N = g.N, C = g.C, n = N * C;
+        thread_local std::vector<float> scratch;
+        if ((int64_t)scratch.size() < 3 * n + C) scratch.resize((size_t)(3 * n + C));
+        float *X = scratch.data(), *DY = X + n, *DX = DY + n, *W = DX + n;
+        half::to_float_parallel(x->as<f16>(), X, n);
+        half::to_float_parallel(dy->as<f16>(), DY, n);
+        half::to_float(w->as<f16>(), W, C);
+        const float *MEAN = mi->as<float>(), *INV = ii->as<float>();
+        parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)),
+                     [&](int64_t r0, int64_t r1) {
+                       f16blk::run_exact([&](int64_t a0, int64_t a1) {
+                         layer_norm_grad_rows_f32(X, W, MEAN, INV, DY, DX, C, a0, a1);
+                       }, r0, r1);
+                       half::from_float(DX + r0 * C, dx->as<f16>() + r0 * C, (r1 - r0) * C);
+                     });
+        std::vector<float> dwb((size_t)(2 * C));
+        float *DW = dwb.data(), *DB = DW + C;
+        const int64_t nblk = (C + 63) / 64;
+        parallel_for(nblk, std::max<int64_t>(1, 16384 / std::max<int64_t>(64 * N, 1)),
+                     [&](int64_t b0, int64_t b1) {
+                       f16blk::run_exact([&](int64_t c0, int64_t c1) {
+                         layer_norm_param_grad_f32(X, MEAN, INV, DY, DW, DB, N, C, c0, c1);
+                       }, b0 * 64, std::min<int64_t>(C, b1 * 64));
+                     });
+        half::from_float(DW, dw->as<f16>(), C);
+        half::from_float(DB, db->as<f16>(), C);
+      });
+    }
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (g.G == 1 && g.S == 1) {
       return make_kernel([=](RunContext&) {

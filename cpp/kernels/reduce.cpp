@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 namespace {
@@ -287,6 +288,35 @@ KernelFactory reduce_factory(Kind kind) {
                 }, 0, n_red);
                 for (int64_t o = 0; o < n_out; ++o)
                   O[o] = (T)(kind == Kind::Mean ? A[o] / (double)n_red : A[o]);
+                return;
+              }
+            }
+            if constexpr (std::is_same_v<T, f16>) {
+              if (leading) {
+                // float16 bias gradients: rows converted in bulk, then the
+                // double sums of the general path, in its order.
+                const int64_t n_out = plan->n_out, n_red = plan->n_red;
+                std::vector<double> acc((size_t)n_out, 0.0);
+                double* A = acc.data();
+                if (n_out == 1) {
+                  alignas(64) float buf[f16blk::kBlock];
+                  for (int64_t r0 = 0; r0 < n_red; r0 += f16blk::kBlock) {
+                    const int64_t len = std::min<int64_t>(f16blk::kBlock, n_red - r0);
+                    half::to_float(reinterpret_cast<const f16*>(I) + r0, buf, len);
+                    for (int64_t r = 0; r < len; ++r) A[0] += (double)buf[r];
+                  }
+                } else {
+                  std::vector<float> row((size_t)n_out);
+                  float* R = row.data();
+                  for (int64_t r = 0; r < n_red; ++r) {
+                    half::to_float(reinterpret_cast<const f16*>(I) + r * n_out, R, n_out);
+                    f16blk::run_exact([&](int64_t o0, int64_t o1) {
+                      for (int64_t o = o0; o < o1; ++o) A[o] += (double)R[o];
+                    }, 0, n_out);
+                  }
+                }
+                for (int64_t o = 0; o < n_out; ++o)
+                  O[o] = (T)(float)(kind == Kind::Mean ? A[o] / (double)n_red : A[o]);
                 return;
               }
             }

@@ -18,6 +18,9 @@
 // results are those of std::exp except where e/s lies within ~1e-16 of a
 // float rounding boundary (about one element in 10^8, then by one ulp).
 //
+// float16 along a contiguous axis converts each row in bulk and runs the
+// float32 rows' code (the same bits at every level, f16_block.hpp).
+//
 // SoftmaxGrad (dy, y) -> dx = y * (dy - sum(dy * y, axis)): PopART's
 // SoftmaxGradOp, the softmax's gradient in two passes over each slice.
 #include <algorithm>
@@ -29,6 +32,7 @@
 
 #include "../core/isa.hpp"
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 namespace {
@@ -131,6 +135,28 @@ std::unique_ptr<Kernel> softmax_factory(const OpDesc& d) {
       });
     });
   }
+  if (in->dtype == DType::Float16 && inner == 1) {
+    // float16 rows: converted in bulk, the float32 rows' double arithmetic
+    // (f16blk::run_exact: the same bits at every level), rounded to float
+    // and then to float16.
+    return make_kernel([=](RunContext&) {
+      if (outer == 0 || n == 0) return;
+      const f16* I = in->as<f16>();
+      f16* O = out->as<f16>();
+      parallel_for(outer, row_grain(n), [&](int64_t r0, int64_t r1) {
+        std::vector<double> e((size_t)n);
+        std::vector<float> xf((size_t)(2 * n));
+        double* ep = e.data();
+        float *xp = xf.data(), *yp = xf.data() + n;
+        for (int64_t r = r0; r < r1; ++r) {
+          half::to_float(I + r * n, xp, n);
+          f16blk::run_exact([&](int64_t b, int64_t end) { softmax_rows_f32(xp, yp, n, ep, b, end); },
+                            0, 1);
+          half::from_float(yp, O + r * n, n);
+        }
+      });
+    });
+  }
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_FLOAT(in->dtype, {
     using T = scalar_t;
@@ -185,6 +211,26 @@ std::unique_ptr<Kernel> softmax_grad_factory(const OpDesc& d) {
       float* D = out->as<float>();
       isa::parallel_for(outer, row_grain(n), [&](int64_t r0, int64_t r1) {
         softmax_grad_rows_f32(G, Y, D, n, r0, r1);
+      });
+    });
+  }
+  if (g->dtype == DType::Float16 && inner == 1) {
+    // float16 rows: converted in bulk, the float32 rows' formula
+    // (f16blk::run_exact), rounded once.
+    return make_kernel([=](RunContext&) {
+      const f16* G = g->as<f16>();
+      const f16* Y = y->as<f16>();
+      f16* D = out->as<f16>();
+      parallel_for(outer, row_grain(n), [&](int64_t r0, int64_t r1) {
+        std::vector<float> buf((size_t)(3 * n));
+        float *gp = buf.data(), *yp = gp + n, *dp = yp + n;
+        for (int64_t r = r0; r < r1; ++r) {
+          half::to_float(G + r * n, gp, n);
+          half::to_float(Y + r * n, yp, n);
+          f16blk::run_exact([&](int64_t b, int64_t e) { softmax_grad_rows_f32(gp, yp, dp, n, b, e); },
+                            0, 1);
+          half::from_float(dp, D + r * n, n);
+        }
       });
     });
   }

@@ -1,5 +1,6 @@
 // Sum: elementwise sum of N same-shaped inputs (gradient accumulation).
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 namespace {
@@ -22,6 +23,19 @@ std::unique_ptr<Kernel> sum_factory(const OpDesc& d) {
         [ins, o](RunContext&) {
           T* out = o->as<T>();
           const int64_t n = o->nelms;
+          if constexpr (std::is_same_v<T, f16>) {
+            // Two or three float16 inputs: blocks converted in bulk (f16_block.hpp).
+            if (ins.size() == 2) {
+              const f16* in2[2] = {ins[0]->as<f16>(), ins[1]->as<f16>()};
+              f16blk::map<2>(n, in2, reinterpret_cast<f16*>(out), [](float a, float b) { return a + b; });
+              return;
+            }
+            if (ins.size() == 3) {
+              const f16* in3[3] = {ins[0]->as<f16>(), ins[1]->as<f16>(), ins[2]->as<f16>()};
+              f16blk::map<3>(n, in3, reinterpret_cast<f16*>(out), [](float a, float b, float c) { return (a + b) + c; });
+              return;
+            }
+          }
           // Accumulate in the compute type; read every input before the
           // write so an output aliasing an input stays correct.
           for (int64_t i = 0; i < n; ++i) {

@@ -215,6 +215,12 @@ std::unique_ptr<Kernel> gelu_grad_factory(const OpDesc& d) {
       const T* G = g->as<T>();
       const T* X = x->as<T>();
       T* O = o->as<T>();
+      if constexpr (std::is_same_v<T, f16>) {
+        const f16* ins[2] = {g->as<f16>(), x->as<f16>()};
+        f16blk::map<2>(o->nelms, ins, o->as<f16>(),
+                       [](float gv, float xv) { return gv * fastmath::gelu_tanh_grad(xv); });
+        return;
+      }
       elementwise_for<T>(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const C xv = (C)X[i];

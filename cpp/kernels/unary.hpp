@@ -9,6 +9,7 @@
 
 #include "../core/parallel.hpp"
 #include "common.hpp"
+#include "f16_block.hpp"
 
 namespace ipuxl {
 
@@ -27,6 +28,12 @@ std::unique_ptr<Kernel> make_unary(const OpDesc& d, F f) {
       [=](RunContext&) {
         const In* A = a->as<In>();
         Out* O = o->as<Out>();
+        if constexpr (std::is_same_v<In, f16> && std::is_same_v<Out, f16>) {
+          // Blocks converted in bulk, the float formula vectorised (f16_block.hpp).
+          const f16* ins[1] = {A};
+          f16blk::map<1>(o->nelms, ins, O, [&](float x) { return (float)f(x); });
+          return;
+        }
         // Elementwise work splits into independent chunks across threads.
         elementwise_for<In>(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) O[i] = (Out)f((C)A[i]);

@@ -5,11 +5,18 @@ from typing import Dict, List, Optional, Tuple
 from ..program import Entry
 
 __all__ = ["readers", "alias_roots", "root_of", "touches", "writes", "producer", "read_count",
-           "is_f32", "writes_between"]
+           "is_f32", "is_half_or_f32", "writes_between"]
 
 
 def is_f32(t) -> bool:
     return t is not None and t.dtype.name == "float32"
+
+
+def is_half_or_f32(t) -> bool:
+    """float32 or float16: the dtypes whose MatMul kernel takes transpose
+    flags and fused bias / GELU epilogues (float16 rounding after each
+    fused op as the unfused kernels round, cpp/kernels/matmul.cpp)."""
+    return t is not None and t.dtype.name in ("float32", "float16")
 
 
 def readers(entries: List[Entry]) -> Dict[int, List[Entry]]:

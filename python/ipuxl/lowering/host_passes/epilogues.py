@@ -2,16 +2,18 @@
 GEMM that applies the bias (and GELU) to each block of its result while it
 is in cache.
 
-Relies on, and checks: a single 2-D float32 product (both operands 2-D, no
-epilogue yet, plain or transposed); its result read only by an ``Add`` of a
-float32 bias with one value per column (shape ``(N,)`` or ``(1, N)``) whose
+Relies on, and checks: a single 2-D float32 or float16 product (both
+operands 2-D and of one dtype, no epilogue yet, plain or transposed); its
+result read only by an ``Add`` of a bias of that dtype with one value per column (shape ``(N,)`` or ``(1, N)``) whose
 result has the product's shape; for GELU, the sum read only by a ``Gelu``;
 no intermediate result is a graph output. The fused GEMM runs where the last
 fused op ran (so the bias exists, whatever the schedule), which needs that
-no entry in between writes (a view of) an operand or the bias.
+no entry in between writes (a view of) an operand or the bias. In float16
+the fused GEMM rounds the product, the sum and the GELU to float16 each, as
+the three unfused kernels do, so the results are the same bits.
 """
 from ..program import Program
-from .analysis import alias_roots, is_f32, readers, writes_between
+from .analysis import alias_roots, is_half_or_f32, readers, writes_between
 
 NAME = "fuse_epilogues"
 
@@ -55,14 +57,15 @@ def _plan(entries, i, outputs):
     if m.kernel != "MatMul" or m.skip or "epilogue" in m.attrs or len(m.inputs) != 2:
         return None
     y = m.outputs[0]
-    if not all(is_f32(t) and len(t.shape) == 2 for t in m.inputs) or not is_f32(y):
+    if not is_half_or_f32(y) or not all(t is not None and t.dtype == y.dtype and len(t.shape) == 2
+                                        for t in m.inputs):
         return None
     reads = readers(entries)
     add = _only_reader(reads, outputs, y)
     if add is None or add.kernel != "Add" or add.skip or tuple(add.outputs[0].shape) != tuple(y.shape):
         return None
     bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
-    if bias is y or not is_f32(bias) or tuple(bias.shape) not in ((y.shape[1],), (1, y.shape[1])):
+    if bias is y or bias.dtype != y.dtype or tuple(bias.shape) not in ((y.shape[1],), (1, y.shape[1])):
         return None
     absorbed, final, kind = [add], add.outputs[0], "bias"
     gelu = _only_reader(reads, outputs, final)

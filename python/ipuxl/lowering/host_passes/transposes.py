@@ -1,15 +1,18 @@
 """``fold_transposes``: a transpose of the last two axes read only by float32
-matmuls becomes a transpose flag of those GEMMs instead of a copy (the
-autodiff rule of MatMul emits them: ``dA = G @ B^T``).
+(or float16) matmuls becomes a transpose flag of those GEMMs instead of a
+copy (the autodiff rule of MatMul emits them: ``dA = G @ B^T``).
 
 Relies on, and checks: the transpose swaps exactly the last two axes of a
-float32 operand of rank >= 2; every reader of its result is a plain MatMul
-(no epilogue), none reading it as both operands; the result is not a graph
-output; nothing between the transpose and each reading MatMul writes (any
-view of) the transposed tensor, since the GEMM now reads it later.
+float32 or float16 operand of rank >= 2 (the float16 MatMul converts a
+flagged operand to float transposed and runs the plain product, so its bits
+are the unfused Transpose + MatMul's); every reader of its result is a
+plain MatMul (no epilogue), none reading it as both operands; the result is
+not a graph output; nothing between the transpose and each reading MatMul
+writes (any view of) the transposed tensor, since the GEMM now reads it
+later.
 """
 from ..program import Program
-from .analysis import alias_roots, is_f32, readers, writes_between
+from .analysis import alias_roots, is_half_or_f32, readers, writes_between
 
 NAME = "fold_transposes"
 
@@ -23,7 +26,7 @@ def run(prog: Program) -> int:
         roots = alias_roots(entries)
         pos = {id(e): i for i, e in enumerate(entries)}
         for e in list(entries):
-            if e.kernel != "Transpose" or e.skip or not is_f32(e.inputs[0]):
+            if e.kernel != "Transpose" or e.skip or not is_half_or_f32(e.inputs[0]):
                 continue
             x, xt = e.inputs[0], e.outputs[0]
             perm = list(e.attrs.get("perm", []))

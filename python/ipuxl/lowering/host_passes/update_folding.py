@@ -1,5 +1,5 @@
 """``fold_updates``: ``scaled_add_(W, Y, a, b)`` with float ``a``/``b``, where
-``Y = lhs @ rhs`` (float32, 2-D) is read by nothing else, becomes one GEMM
+``Y = lhs @ rhs`` (float32 or float16, 2-D) is read by nothing else, becomes one GEMM
 accumulating into ``W`` (``C = b*lhs@rhs + a*C``): ``Y`` is never stored,
 and ``W`` is read and written once instead of twice.
 
@@ -7,7 +7,9 @@ When ``Y`` is an output of a graph called once (a gradient graph), the
 update moves into that graph, right after the last entry there that reads
 ``W`` (``W`` becomes a written input of the call, or a new one).
 
-Relies on, and checks: float32 2-D operands of a plain product; constant
+Relies on, and checks: 2-D operands of a plain product, all float32 or all
+float16 as ``W`` (float16 rounds the product to float16 before the update,
+as the unfused MatMul does, so the bits are the unfused ones); constant
 scales; ``Y`` read once; no entry between the product and the update writes
 the product's operands; across a call, nothing between the call and the
 update touches ``W``, ``W`` reaches the callee through at most one input,
@@ -15,7 +17,7 @@ which the callee never writes, and the callee's product does not read
 ``W``. The order of every read and write of ``W`` is unchanged.
 """
 from ..program import Entry, Program
-from .analysis import alias_roots, is_f32, producer, read_count, root_of, touches, writes
+from .analysis import alias_roots, is_half_or_f32, producer, read_count, root_of, touches, writes
 
 NAME = "fold_updates"
 
@@ -32,7 +34,8 @@ def _accumulating_matmul(m: Entry, w, out, a: float, b: float) -> Entry:
 def _is_plain_product(m: Entry, like) -> bool:
     return (m.kernel == "MatMul" and not m.skip and "epilogue" not in m.attrs
             and len(m.inputs) == 2
-            and all(t is not None and is_f32(t) and len(t.shape) == 2 for t in m.inputs)
+            and all(t is not None and t.dtype == like.dtype and len(t.shape) == 2
+                    for t in m.inputs)
             and tuple(m.outputs[0].shape) == tuple(like.shape) and len(like.shape) == 2)
 
 
@@ -66,7 +69,7 @@ def _fold_one(prog: Program, p, u: Entry, sites) -> bool:
         return False
     w, y, w_out = u.inputs[0], u.inputs[1], u.outputs[0]
     a, b = u.attrs.get("scale0", 1.0), u.attrs.get("scale1", 1.0)
-    if not (is_f32(w) and is_f32(y)) or len(w.shape) != 2:
+    if not (is_half_or_f32(w) and y is not None and y.dtype == w.dtype) or len(w.shape) != 2:
         return False
     p_out = {id(t) for t in prog.graph_outputs[p]}
     if id(y) in p_out or read_count(entries, y) != 1:
