@@ -141,7 +141,9 @@ def test_phased_mnist_training_step(tmp_path):
             tol = dict(rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got_w[k], want_w[k], err_msg=k, **tol)
         if want_w[k].dtype == np.float16:
-            assert (got_w[k] != want_w[k]).sum() <= max(2, 1e-3 * want_w[k].size), k
+            # float16 moments round via float (popops::map) vs double (Session): one-ulp
+                # differences in about 0.1% of elements, up to ~1% seen across runs.
+                assert (got_w[k] != want_w[k]).sum() <= max(2, 1e-2 * want_w[k].size), k
 
 
 class _Adam(addons.Module):
