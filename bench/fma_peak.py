@@ -67,6 +67,19 @@ def peaks(core, seconds=0.1, threads=None):
             for lv in core.isa_levels()}
 
 
+def cpu_peaks(core, seconds=0.1):
+    """{level: GFLOP per CPU-second} of the same loop on one thread, timed by
+    that thread's CPU clock (``_core.fma_peak_cpu``): one core's rate while it
+    runs, which the other processes on a shared machine do not lower. A
+    step's FLOPs over its process CPU seconds, set against this, is its
+    share of the all-core peak as it would be with every core to itself
+    (time a thread spends waiting in the step, spinning or not, counts
+    against it). None for a core built without ``fma_peak_cpu``."""
+    if not hasattr(core, "fma_peak_cpu"):
+        return None
+    return {lv: core.fma_peak_cpu(lv, seconds) for lv in core.isa_levels()}
+
+
 def machine_lines(core, seconds=0.1):
     """Lines describing the machine, the level in use and every level's FMA peak."""
     p = peaks(core, seconds)
@@ -76,6 +89,10 @@ def machine_lines(core, seconds=0.1):
            + (f" (IPUXL_ISA={os.environ['IPUXL_ISA']})" if os.environ.get("IPUXL_ISA") else ""),
            "float32 FMA peak (GFLOP/s, 1 thread / all cores): "
            + "; ".join(f"{lv} {a:.0f} / {b:.0f}" for lv, (a, b) in p.items())]
+    cp = cpu_peaks(core, seconds)
+    if cp:
+        out.append("float32 FMA peak per CPU-second (1 thread, its CPU clock; load-independent): "
+                   + "; ".join(f"{lv} {g:.0f}" for lv, g in cp.items()))
     return out, p
 
 
@@ -88,10 +105,12 @@ def main(argv=None) -> int:
     n = args.threads or os.cpu_count() or 1
     print(f"CPU: {cpu_model()}; flags: {cpu_flags()}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'level':8s} {'1 thread':>10s} {f'{n} threads':>11s}  (float32 GFLOP/s)")
+    cp = cpu_peaks(core, args.seconds) or {}
+    print(f"{'level':8s} {'1 thread':>10s} {f'{n} threads':>11s} {'per CPU-s':>10s}"
+          "  (float32 GFLOP/s; per CPU-s: 1 thread, its CPU clock)")
     for lv, (one, alln) in peaks(core, args.seconds, n).items():
         mark = "  <- in use" if lv == core.isa() else ""
-        print(f"{lv:8s} {one:10.1f} {alln:11.1f}{mark}")
+        print(f"{lv:8s} {one:10.1f} {alln:11.1f} {cp.get(lv, float('nan')):10.1f}{mark}")
     return 0
 
 

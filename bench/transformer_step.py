@@ -659,6 +659,17 @@ def main(argv=None) -> int:
             f"{n} {statistics.median(cpu[s][n]):.3f}" for n in names))
         for n in names:
             table[n][s]["cpu_s_per_step"] = statistics.median(cpu[s][n])
+    from fma_peak import cpu_peaks  # noqa: PLC0415
+    cpk = cpu_peaks(_core)
+    if cpk:
+        result["machine"]["fma_peak_cpu_gflops"] = cpk
+        pc = cpk[_core.isa()]
+        for s in sizes:
+            gf = step_flops(s) / 1e9
+            print(f"  {size_label(s)}: GFLOP per process CPU-second and share of the {_core.isa()} "
+                  f"FMA peak per CPU-second ({pc:.0f}; load-independent): " + "; ".join(
+                      f"{n} {gf / table[n][s]['cpu_s_per_step']:.0f} "
+                      f"({100 * gf / table[n][s]['cpu_s_per_step'] / pc:.0f}%)" for n in names))
     for s in sizes:
         st = setup["ipuxl"][s]
         print(f"ipuxl {size_label(s)}: IR build {st['ir_build_s']:.3f} s, compile + first step "

@@ -187,6 +187,16 @@ void bind_runtime(py::module_& m) {
         throw Error("fma_peak: '" + level + "' is not a level this CPU supports");
       }, py::arg("level"), py::arg("threads") = 1, py::arg("seconds") = 0.1,
       "Measured float32 FMA GFLOP/s of a level on `threads` threads at once.");
+  m.def("fma_peak_cpu", [](const std::string& level, double seconds) {
+        for (isa::Level l : isa::supported())
+          if (level == isa::level_name(l)) {
+            py::gil_scoped_release release;
+            return gemm::fma_peak_cpu_gflops((int)l, seconds);
+          }
+        throw Error("fma_peak_cpu: '" + level + "' is not a level this CPU supports");
+      }, py::arg("level"), py::arg("seconds") = 0.1,
+      "float32 FMA GFLOP per CPU-second of a level on one thread (its CPU clock): one "
+      "core's rate, not lowered by other processes' load.");
   m.def("blas_can_be_chosen", &blas::blas_can_be_chosen,
         "Whether the GEMM rules can choose OpenBLAS at the level in use (else it is not loaded).");
   m.def("sgemm_plan", &blas::sgemm_plan_name, py::arg("ta"), py::arg("tb"), py::arg("M"),

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "isa.hpp"
@@ -424,6 +425,42 @@ double fma_peak_gflops(int level, int threads, double seconds) {
     for (auto& th : ts) th.join();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, flops * threads / dt / 1e9);
+  }
+  return best;
+}
+
+double fma_peak_cpu_gflops(int level, double seconds) {
+  bool ok = false;
+  for (isa::Level l : isa::supported()) ok = ok || (int)l == level;
+  if (!ok) throw std::invalid_argument("fma_peak_cpu: this CPU does not support that level");
+  // This thread's CPU clock, not the wall clock: time the thread spends
+  // descheduled (other processes on the same cores) is not counted, so the
+  // figure is the rate of one core while it runs this loop, whatever the
+  // load. A thread's CPU time goes on while it waits on its core's other
+  // hardware thread, so on SMT siblings under load it reads low, not high.
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  };
+  float sink = 0.0f;
+  int64_t iters = 1 << 16;
+  for (;;) {
+    const double t0 = cpu_now();
+    fma_loop(level, iters, &sink);
+    const double dt = cpu_now() - t0;
+    if (dt > 0.02 || iters > (int64_t{1} << 40)) {
+      iters = std::max<int64_t>(1, (int64_t)((double)iters * seconds / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = cpu_now();
+    const double flops = fma_loop(level, iters, &sink);
+    const double dt = cpu_now() - t0;
+    if (dt > 0.0) best = std::max(best, flops / dt / 1e9);
   }
   return best;
 }

@@ -86,6 +86,12 @@ double fma_loop(int level, int64_t iters, float* sink);
 // std::invalid_argument for a level the CPU lacks.
 double fma_peak_gflops(int level, int threads, double seconds);
 
+// The same loop on the calling thread, timed by that thread's CPU clock
+// (GFLOP per CPU-second, best of three runs of about `seconds` CPU
+// seconds): one core's rate while it runs, which other processes' load
+// does not lower. Throws std::invalid_argument for a level the CPU lacks.
+double fma_peak_cpu_gflops(int level, double seconds);
+
 // Floats per vector of the level in use.
 int vector_width();
 

@@ -83,6 +83,9 @@ def test_fma_peak_probe(level):
     assert core.fma_peak(level, 1, 0.005) > 0.1
     with pytest.raises(ValueError, match="not a level"):
         core.fma_peak("avx9000", 1, 0.005)
+    assert core.fma_peak_cpu(level, 0.005) > 0.1
+    with pytest.raises(ValueError, match="fma_peak_cpu: 'avx9000' is not a level"):
+        core.fma_peak_cpu("avx9000", 0.005)
 
 
 # The GEMM tests (every GEMM path), the fused input-gradient update's and
