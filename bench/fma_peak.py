@@ -70,11 +70,12 @@ def peaks(core, seconds=0.1, threads=None):
 def cpu_peaks(core, seconds=0.1):
     """{level: GFLOP per CPU-second} of the same loop on one thread, timed by
     that thread's CPU clock (``_core.fma_peak_cpu``): one core's rate while it
-    runs, which the other processes on a shared machine do not lower. A
-    step's FLOPs over its process CPU seconds, set against this, is its
-    share of the all-core peak as it would be with every core to itself
-    (time a thread spends waiting in the step, spinning or not, counts
-    against it). None for a core built without ``fma_peak_cpu``."""
+    runs, which the other processes on a shared machine do not lower (the
+    loop touches no memory). A step's FLOPs over its process CPU seconds,
+    set against this, is its share of the all-core peak with the time its
+    threads were descheduled left out (time they wait in the step, spinning
+    or not, counts against it); the caches the other processes share with
+    it still lower it. None for a core built without ``fma_peak_cpu``."""
     if not hasattr(core, "fma_peak_cpu"):
         return None
     return {lv: core.fma_peak_cpu(lv, seconds) for lv in core.isa_levels()}
@@ -91,7 +92,7 @@ def machine_lines(core, seconds=0.1):
            + "; ".join(f"{lv} {a:.0f} / {b:.0f}" for lv, (a, b) in p.items())]
     cp = cpu_peaks(core, seconds)
     if cp:
-        out.append("float32 FMA peak per CPU-second (1 thread, its CPU clock; load-independent): "
+        out.append("float32 FMA peak per CPU-second (1 thread, its CPU clock): "
                    + "; ".join(f"{lv} {g:.0f}" for lv, g in cp.items()))
     return out, p
 

@@ -667,7 +667,7 @@ def main(argv=None) -> int:
         for s in sizes:
             gf = step_flops(s) / 1e9
             print(f"  {size_label(s)}: GFLOP per process CPU-second and share of the {_core.isa()} "
-                  f"FMA peak per CPU-second ({pc:.0f}; load-independent): " + "; ".join(
+                  f"FMA peak per CPU-second ({pc:.0f}; descheduled time not counted): " + "; ".join(
                       f"{n} {gf / table[n][s]['cpu_s_per_step']:.0f} "
                       f"({100 * gf / table[n][s]['cpu_s_per_step'] / pc:.0f}%)" for n in names))
     for s in sizes:
