@@ -86,6 +86,16 @@ class Entry:
         _own_sequences(d)
         return self
 
+    @classmethod
+    def _of(cls, values: dict) -> "Entry":
+        """An entry of ``values``: every field, its sequences already its own
+        (lowering's one entry per op; checked against the fields)."""
+        self = object.__new__(cls)
+        self.__dict__.update(values)
+        if len(values) != len(_ENTRY_DEFAULTS) + len(_ENTRY_REQUIRED):
+            return cls(**values)  # a missing or unknown field: the dataclass names it
+        return self
+
     def derive(self, **changes) -> "Entry":
         """A copy with ``changes`` (the same op, name and placement)."""
         return replace(self, **changes)
