@@ -97,8 +97,16 @@ class Entry:
         return self
 
     def derive(self, **changes) -> "Entry":
-        """A copy with ``changes`` (the same op, name and placement)."""
-        return replace(self, **changes)
+        """A copy with ``changes`` (the same op, name and placement):
+        ``dataclasses.replace``, without its field-by-field ``__init__``."""
+        if not _ENTRY_FIELDS.issuperset(changes):
+            return replace(self, **changes)  # an unknown field: replace names it
+        new = object.__new__(Entry)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d.update(changes)
+        _own_sequences(d)
+        return new
 
     def copy(self) -> "Entry":
         """A copy with its own attrs and sequences (``derive(attrs=dict(attrs))``)."""
@@ -131,6 +139,7 @@ _ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_
                    for f in fields(Entry)
                    if f.default is not MISSING or f.default_factory is not MISSING}
 _ENTRY_REQUIRED = tuple(f.name for f in fields(Entry) if f.name not in _ENTRY_DEFAULTS)
+_ENTRY_FIELDS = frozenset(f.name for f in fields(Entry))
 
 
 @dataclass(frozen=True)
