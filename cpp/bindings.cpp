@@ -17,6 +17,7 @@
 #include "core/parallel.hpp"
 #include "kernels/conv/options.hpp"
 #include "model/model.hpp"
+#include "bindings_convert.hpp"
 
 namespace py = pybind11;
 
@@ -27,43 +28,6 @@ void bind_runtime(py::module_& m);  // bindings_runtime.cpp
 using namespace ipuxl;
 
 namespace {
-
-DType to_dtype(int code) {
-  if (!dtype_is_valid(code)) throw Error("invalid dtype code " + std::to_string(code));
-  return static_cast<DType>(code);
-}
-
-AttrValue to_attr(const std::string& key, const py::handle& v) {
-  if (py::isinstance<py::bool_>(v)) return (int64_t)v.cast<bool>();
-  if (py::isinstance<py::int_>(v)) {
-    // Python ints are unbounded: one that int64 cannot hold is named here
-    // rather than reaching pybind's generic cast error.
-    int overflow = 0;
-    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-    if (overflow)
-      throw Error("attribute '" + key + "': " + py::str(v).cast<std::string>() +
-                  " does not fit in int64");
-    return (int64_t)x;
-  }
-  if (py::isinstance<py::float_>(v)) return v.cast<double>();
-  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
-    auto seq = v.cast<py::sequence>();
-    bool all_int = true;
-    for (auto item : seq)
-      if (!(py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item))) all_int = false;
-    if (all_int) {
-      std::vector<int64_t> out;
-      for (auto item : seq) out.push_back(item.cast<int64_t>());
-      return out;
-    }
-    std::vector<double> out;
-    for (auto item : seq) out.push_back(item.cast<double>());
-    return out;
-  }
-  throw Error("attribute '" + key + "' has an unsupported type " +
-              py::str(py::type::of(v)).cast<std::string>());
-}
 
 // A host array passed to the core: must be C-contiguous with the expected size.
 py::buffer_info checked_buffer(const py::array& a, size_t min_bytes, bool writable,
@@ -304,22 +268,6 @@ void export_enum(py::module_& m, const char* py_name, int count, const char* (*n
   for (int i = 0; i < count; ++i) e.value(name_of((E)i), (E)i);
 }
 
-// A code received from Python, checked against its enum's bound.
-template <class E>
-E checked_code(int code, int count, const std::string& op, const char* what) {
-  if (code < 0 || code >= count)
-    throw Error("op '" + op + "': invalid " + what + " " + std::to_string(code) + " (expected 0.." +
-                std::to_string(count - 1) + ")");
-  return (E)code;
-}
-
-std::pair<int64_t, int64_t> pair_of(const std::vector<int64_t>& v, const std::string& op,
-                                    const char* what) {
-  if (v.empty()) return {0, 0};
-  if (v.size() != 2) throw Error("op '" + op + "': " + what + " takes (other dtypes, float16)");
-  return {v[0], v[1]};
-}
-
 // Every entry point into one Engine runs under the Engine's mutex, so two
 // Python threads using one Session (or one Engine) are serialised instead
 // of racing. The mutex is taken with the GIL released: a run holds it while
@@ -386,13 +334,15 @@ PYBIND11_MODULE(_core, m) {
           "add_tensor",
           [](ProgramDesc& d, int graph, const std::string& name, int dtype, Shape shape, int kind,
              int ipu, int tile_set) {
-            return d.add_tensor(
-                graph, name, to_dtype(dtype), shape,
-                checked_code<TensorKind>(kind, kNumTensorKinds, name, "tensor kind"),
-                Placement{ipu, checked_code<TileSet>(tile_set, kNumTileSets, name, "tile set")});
+            return add_tensor_record(d, graph, name, dtype, shape, kind, ipu, tile_set);
           },
           py::arg("graph"), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("kind"),
           py::arg("ipu") = 0, py::arg("tile_set") = 0)
+      .def("add_tensors", &add_tensor_records, py::arg("records"),
+           "add_tensor for each tuple of its 7 positional arguments in `records`; returns "
+           "the first one's index (the rest follow in order).")
+      .def("add_ops", &add_op_records, py::arg("records"),
+           "add_op for each tuple of its 32 positional arguments in `records`, in order.")
       .def("set_tensor_data",
            [](ProgramDesc& d, int t, const py::array& a) {
              auto info = checked_buffer(a, 0, false, "set_tensor_data");
@@ -412,46 +362,14 @@ PYBIND11_MODULE(_core, m) {
              const std::string& cost_vertex, std::vector<int64_t> cost_header,
              std::vector<int64_t> cost_per_vector, std::vector<int64_t> cost_unroll,
              bool view_streaming_memory, bool write_host_directly, int code_load_graph) {
-            OpRecord r;
-            r.type = type;
-            r.kernel = kernel.empty() && kind == 0 ? type : kernel;
-            r.name = name;
-            r.kind = checked_code<OpKind>(kind, kNumOpKinds, name, "op kind");
-            r.graph = graph;
-            r.in = std::move(in);
-            r.out = std::move(out);
-            for (auto kv : attrs) {
-              auto k = kv.first.cast<std::string>();
-              r.attrs.values[k] = to_attr(k, kv.second);
-            }
-            r.graphs = std::move(graphs);
-            r.aliases = std::move(aliases);
-            r.modified = std::move(modified);
-            r.side_effects = side_effects;
-            r.placement = Placement{ipu, checked_code<TileSet>(tile_set, kNumTileSets, name,
-                                                               "tile set")};
-            r.context = checked_code<ExecContext>(context, kNumExecContexts, name, "context");
-            r.stream = stream;
-            r.trip_count = trip_count;
-            r.branch_inputs = std::move(branch_inputs);
-            r.skip = skip;
-            r.cost_class = checked_code<CostClass>(cost_class, kNumCostClasses, name,
-                                                   "cost class");
-            r.cost.vertex = cost_vertex.empty() ? type : cost_vertex;
-            std::tie(r.cost.header[0], r.cost.header[1]) = pair_of(cost_header, name, "header");
-            std::tie(r.cost.per_vector[0], r.cost.per_vector[1]) =
-                pair_of(cost_per_vector, name, "per_vector");
-            std::tie(r.cost.unroll[0], r.cost.unroll[1]) = pair_of(cost_unroll, name, "unroll");
-            r.view_streaming_memory = view_streaming_memory;
-            r.write_host_directly = write_host_directly;
-            r.code_load_graph = code_load_graph;
-            r.remote_buffer = remote_buffer;
-            r.exchange_group = exchange_group;
-            r.collective.kind = checked_code<CollectiveKind>(collective_kind, kNumCollectiveKinds,
-                                                             name, "collective kind");
-            r.collective.op = checked_code<ReduceOp>(reduce_op, kNumReduceOps, name, "reduction");
-            r.collective.group_of = std::move(group_of);
-            return d.add_op(std::move(r));
+            return add_op_record(d, graph, type, name, std::move(in), std::move(out), attrs,
+                                 std::move(graphs), std::move(aliases), kernel, kind,
+                                 std::move(modified), side_effects, ipu, tile_set, context, stream,
+                                 trip_count, std::move(branch_inputs), skip, cost_class,
+                                 remote_buffer, collective_kind, reduce_op, std::move(group_of),
+                                 exchange_group, cost_vertex, cost_header, cost_per_vector,
+                                 cost_unroll, view_streaming_memory, write_host_directly,
+                                 code_load_graph);
           },
           py::arg("graph"), py::arg("type"), py::arg("name"), py::arg("inputs"),
           py::arg("outputs"), py::arg("attrs"), py::arg("graphs"), py::arg("aliases"),

@@ -72,3 +72,46 @@ def test_a_cost_names_a_class_of_the_core():
     with pytest.raises(ValueError, match="two ints"):
         Cost("elementwise", header=(1,))
     assert np.all([isinstance(c, str) for c in COST_CLASSES])
+
+
+def test_the_batch_records_are_checked_as_single_ones():
+    """add_tensors / add_ops (what to_desc uses) take tuples of add_tensor's
+    and add_op's positional arguments and refuse what those refuse."""
+    import pytest
+
+    f32, inp = int(core.DType.float32), int(core.TensorKind.input)
+    d = core.ProgramDesc()
+    g = d.add_graph("main")
+    first = d.add_tensors([(g, "x", f32, (2,), inp, 0, 0), (g, "y", f32, [2], inp, 0, 0)])
+    assert (first, d.num_tensors) == (0, 2)
+    assert d.add_tensors([]) == 2
+    with pytest.raises(ValueError, match="invalid tensor kind"):
+        d.add_tensors([(g, "z", f32, [2], len(core.TensorKind.__members__), 0, 0)])
+    with pytest.raises(ValueError, match="negative dimension"):
+        d.add_tensors([(g, "z", f32, [-1], inp, 0, 0)])
+    with pytest.raises(ValueError, match="record 0 is not a tuple of 7 items"):
+        d.add_tensors([(g, "z", f32, [2], inp)])
+    with pytest.raises(ValueError, match="record 0, field 1: expected a str"):
+        d.add_tensors([(g, 3, f32, [2], inp, 0, 0)])
+
+    def op(name, ins, outs, aliases=(), modified=(), kind=0):
+        return (g, "Relu", name, ins, outs, {"alpha": 1}, [], list(aliases), "", kind,
+                list(modified), False, 0, 0, 0, -1, 0, [], False, 0, -1, 0, 0, [], -1, "",
+                [], [], [], False, False, -1)
+
+    d.add_ops([op("r", [0], [1])])
+    assert d.num_ops == 1
+    with pytest.raises(ValueError, match="invalid alias pair"):
+        d.add_ops([op("a", [0], [1], aliases=[(1, 0)])])
+    with pytest.raises(ValueError, match="modified input index 3"):
+        d.add_ops([op("m", [0], [1], modified=[3])])
+    with pytest.raises(ValueError, match="invalid op kind"):
+        d.add_ops([op("k", [0], [1], kind=len(core.OpKind.__members__))])
+    with pytest.raises(ValueError, match="no tensor with index 9"):
+        d.add_ops([op("t", [9], [1])])
+    with pytest.raises(ValueError, match="record 1, field 3: expected a sequence of ints"):
+        d.add_ops([op("ok", [0], [1]), op("bad", 5, [1])])
+    with pytest.raises(ValueError, match="record 0 is not a tuple of 32 items"):
+        d.add_ops([op("short", [0], [1])[:31]])
+    # A refused record adds nothing; the ones before it are kept, as with add_op.
+    assert d.num_ops == 2

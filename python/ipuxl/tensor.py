@@ -209,8 +209,13 @@ class Tensor:
         ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
         p = self._producer
         if p is not None:
-            if p.ipu is not None and get_opdef(p.type).kind not in ("ipu_copy", "call", "repeat"):
-                return (p.ipu, p.tile_set)  # an ordinary op's output: where the op runs
+            if get_opdef(p.type).kind not in ("ipu_copy", "call", "repeat"):
+                if p.ipu is not None:
+                    return (p.ipu, p.tile_set)  # an ordinary op's output: where the op runs
+                # An unplaced ordinary op's output: the search below would
+                # find nothing to follow; its consumers place it.
+                by_consumers = self._consumers_placement()
+                return by_consumers if by_consumers is not None else (-1, "undefined")
         elif not self._graph._call_sites or position(self._graph, "_inputs", self) < 0:
             # Nothing to follow (no call site feeds it): its consumers place it.
             by_consumers = self._consumers_placement()

@@ -61,14 +61,15 @@ def _kernel_attrs(op) -> dict:
     return out
 
 
-def faithful_entry(op, exchange_group: int = -1) -> Entry:
-    """The entry of one Ir op, with the facts its OpDef declares."""
-    d = get_opdef(op.type)
+def faithful_entry(op, exchange_group: int = -1, opdef=None) -> Entry:
+    """The entry of one Ir op, with the facts its OpDef declares (``opdef``:
+    the op type's, when the caller has it)."""
+    d = opdef if opdef is not None else get_opdef(op.type)
     kind = d.kind
-    stream, trip, branches, attrs = -1, 0, (), {}
+    stream, trip, branches, attrs = -1, 0, [], {}
     remote, collective, code_load = None, None, None
     if kind == "kernel":
-        attrs = _kernel_attrs(op)
+        attrs = _kernel_attrs(op) if op.attrs else {}
         if d.cost_class == "code_load":
             code_load = op.attrs.get("_graph")
     elif kind in ("remote_load", "remote_store"):
@@ -80,16 +81,22 @@ def faithful_entry(op, exchange_group: int = -1) -> Entry:
     elif kind == "repeat":
         trip = int(op.attrs["repeat_count"])
     elif kind == "if":
-        branches = (list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"]))
-    return Entry.make(op=op, kind=kind, kernel=d.kernel, inputs=op.inputs, outputs=op.outputs,
-                      attrs=attrs, aliases=op.aliases, modified=op.modified,
-                      side_effects=d.side_effects, graphs=op.called_graphs, stream=stream,
-                      trip_count=trip, branch_inputs=branches, type=op.type,
-                      remote_buffer=remote, collective=collective,
-                      exchange_group=exchange_group, name=op.name,
-                      ipu=op.ipu if op.ipu is not None else 0,
-                      tile_set="io" if op.tile_set == "io" else "compute",
-                      context=op.execution_context, cost=d.cost, code_load_graph=code_load)
+        branches = [list(op.attrs["then_inputs"]), list(op.attrs["else_inputs"])]
+    ipu = op.ipu
+    # Every field of Entry, its sequences the entry's own copies (what
+    # Entry.make does, without its keyword and default handling: one entry per op).
+    return Entry._of({
+        "op": op, "kind": kind, "kernel": d.kernel, "inputs": list(op.inputs),
+        "outputs": list(op.outputs), "attrs": attrs,
+        "aliases": [tuple(a) for a in op.aliases] if op.aliases else [],
+        "modified": sorted(set(op.modified)) if op.modified else [],
+        "side_effects": d.side_effects, "graphs": list(op.called_graphs), "stream": stream,
+        "trip_count": trip, "branch_inputs": branches, "skip": False, "type": op.type,
+        "remote_buffer": remote, "collective": collective, "exchange_group": exchange_group,
+        "name": op.name, "ipu": ipu if ipu is not None else 0,
+        "tile_set": "io" if op.tile_set == "io" else "compute",
+        "context": op.execution_context, "cost": d.cost, "code_load_graph": code_load,
+        "view_streaming_memory": False, "write_host_directly": False})
 
 
 def _graph_entries(g, groups: list) -> list:
@@ -97,8 +104,9 @@ def _graph_entries(g, groups: list) -> list:
     in order, marked as one exchange group (one sync on the IPU)."""
     out = []
     for op in g._ops:
-        if get_opdef(op.type).kind != "multi_exchange":
-            out.append(faithful_entry(op))
+        d = get_opdef(op.type)
+        if d.kind != "multi_exchange":
+            out.append(faithful_entry(op, opdef=d))
             continue
         k = len(groups)
         groups.append(op)

@@ -86,9 +86,27 @@ class Entry:
         _own_sequences(d)
         return self
 
+    @classmethod
+    def _of(cls, values: dict) -> "Entry":
+        """An entry of ``values``: every field, its sequences already its own
+        (lowering's one entry per op; checked against the fields)."""
+        self = object.__new__(cls)
+        self.__dict__.update(values)
+        if len(values) != len(_ENTRY_DEFAULTS) + len(_ENTRY_REQUIRED):
+            return cls(**values)  # a missing or unknown field: the dataclass names it
+        return self
+
     def derive(self, **changes) -> "Entry":
-        """A copy with ``changes`` (the same op, name and placement)."""
-        return replace(self, **changes)
+        """A copy with ``changes`` (the same op, name and placement):
+        ``dataclasses.replace``, without its field-by-field ``__init__``."""
+        if not _ENTRY_FIELDS.issuperset(changes):
+            return replace(self, **changes)  # an unknown field: replace names it
+        new = object.__new__(Entry)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d.update(changes)
+        _own_sequences(d)
+        return new
 
     def copy(self) -> "Entry":
         """A copy with its own attrs and sequences (``derive(attrs=dict(attrs))``)."""
@@ -121,6 +139,7 @@ _ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_
                    for f in fields(Entry)
                    if f.default is not MISSING or f.default_factory is not MISSING}
 _ENTRY_REQUIRED = tuple(f.name for f in fields(Entry) if f.name not in _ENTRY_DEFAULTS)
+_ENTRY_FIELDS = frozenset(f.name for f in fields(Entry))
 
 
 @dataclass(frozen=True)
@@ -257,21 +276,25 @@ def to_desc(prog: Program, with_data: bool = True):
     tensor_index: Dict[object, int] = {}
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
-    add_tensor = desc.add_tensor
     # The index by object identity: Tensor.__hash__ is Python code, and ops
     # name their tensors by the objects the records hold (an equal but
     # different object falls back to tensor_index).
     by_id: Dict[int, int] = {}
-    for g, r in records:
-        idx = add_tensor(graph_index[g], r.name, r.dtype._core_code, list(r.shape),
-                         tensor_kind[r.kind], r.ipu, tile_set_code[r.tile_set])
-        tensor_index[r.tensor] = idx
-        by_id[id(r.tensor)] = idx
+    # Records go to the core in one call per kind (add_tensors, add_ops):
+    # tuples of add_tensor's / add_op's positional arguments.
+    trecs = [(graph_index[g], r.name, r.dtype._core_code, r.shape, tensor_kind[r.kind], r.ipu,
+              tile_set_code[r.tile_set]) for g, r in records]
+    first = desc.add_tensors(trecs)
+    for i, (_g, r) in enumerate(records, first):
+        tensor_index[r.tensor] = i
+        by_id[id(r.tensor)] = i
         if r.data is not None and with_data:
-            desc.set_tensor_data(idx, np.ascontiguousarray(r.data))
+            desc.set_tensor_data(i, np.ascontiguousarray(r.data))
     program_cost = _cost_fields(None, _code(core.CostClass, "program"))
     costs: Dict[int, tuple] = {}  # id(Cost) -> its fields (one per op type)
-    add_op = desc.add_op
+    no_collective = (0, 0, ())
+    orecs = []
+    add = orecs.append
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
@@ -288,22 +311,24 @@ def to_desc(prog: Program, with_data: bool = True):
                 if cost is None:
                     cost = costs[id(e.cost)] = _cost_fields(e.cost)
             coll = e.collective
-            coll_kind, reduce_op, group_of = (0, 0, []) if coll is None else \
+            coll_kind, reduce_op, group_of = no_collective if coll is None else \
                 (int(coll[0]), int(coll[1]), list(coll[2]))
-            # Positional, in the binding's order (pybind11 matches keywords
-            # by a search of its argument names, twice the cost of the call).
-            add_op(gi, e.type, e.name, ins, outs, e.attrs,
-                   [graph_index[cg] for cg in e.graphs], e.aliases,
-                   e.kernel or "", kind_code[e.kind], e.modified, e.side_effects, e.ipu,
-                   tile_set_code[e.tile_set], context_code[e.context],
-                   stream_index[e.stream] if e.stream != -1 else -1,
-                   e.trip_count, e.branch_inputs, e.skip, cost[0],
-                   remote_index[id(e.remote_buffer)] if e.remote_buffer is not None else -1,
-                   coll_kind, reduce_op, group_of, e.exchange_group,
-                   cost[1], cost[2], cost[3], cost[4],
-                   e.view_streaming_memory, e.write_host_directly,
-                   graph_index.get(e.code_load_graph, -1)
-                   if e.code_load_graph is not None else -1)
+            stream = e.stream
+            add((gi, e.type, e.name, ins, outs, e.attrs,
+                 [graph_index[cg] for cg in e.graphs] if e.graphs else (), e.aliases,
+                 e.kernel or "", kind_code[e.kind], e.modified, e.side_effects, e.ipu,
+                 tile_set_code[e.tile_set], context_code[e.context],
+                 stream_index[stream] if stream != -1 else -1,
+                 e.trip_count, e.branch_inputs, e.skip, cost[0],
+                 remote_index[id(e.remote_buffer)] if e.remote_buffer is not None else -1,
+                 coll_kind, reduce_op, group_of, e.exchange_group,
+                 cost[1], cost[2], cost[3], cost[4],
+                 e.view_streaming_memory, e.write_host_directly,
+                 graph_index.get(e.code_load_graph, -1)
+                 if e.code_load_graph is not None else -1))
+    desc.add_ops(orecs)
+    for g in prog.graphs:
+        gi = graph_index[g]
         desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
                           [tensor_index[t] for t in prog.graph_outputs[g]])
     return desc, tensor_index, stream_index

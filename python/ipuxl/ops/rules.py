@@ -28,7 +28,7 @@ def like_input(i: int = 0, dtype: Optional[dtypes.dtype] = None) -> Callable:
 def broadcast_of(op: str, shapes: Sequence[Tuple[int, ...]], names=()) -> Tuple[int, ...]:
     first = tuple(shapes[0]) if shapes else ()
     if all(tuple(s) == first for s in shapes[1:]):
-        return tuple(int(d) for d in first)  # equal shapes: the common case
+        return tuple(map(int, first))  # equal shapes: the common case
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
@@ -42,7 +42,12 @@ def broadcast(dtype: Optional[dtypes.dtype] = None, dtype_of: int = 0) -> Callab
     ``dtype`` (default: the dtype of input ``dtype_of``)."""
     def rule(ins, attrs, graphs=()):
         present = [t for t in ins if t is not None]
-        shape = broadcast_of("broadcast", [t.shape for t in present], [t.id for t in present])
+        shapes = [t.shape for t in present]
+        first = shapes[0] if shapes else ()
+        if all(s == first for s in shapes):
+            shape = tuple(map(int, first))  # equal shapes (no names needed for a message)
+        else:
+            shape = broadcast_of("broadcast", shapes, [t.id for t in present])
         return [(shape, dtype if dtype is not None else ins[dtype_of].dtype)]
     return rule
 

@@ -105,7 +105,7 @@ def check_tensor_ipu_and_tile_set(*args, **tensors: Tensor) -> None:
 def broadcast_shapes(op: str, *tensors: Tensor) -> Tuple[int, ...]:
     first = tensors[0].shape if tensors else ()
     if all(t.shape == first for t in tensors[1:]):
-        return tuple(int(d) for d in first)  # equal shapes: the common case
+        return tuple(map(int, first))  # equal shapes: the common case
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*[t.shape for t in tensors]))
     except ValueError:
