@@ -23,11 +23,13 @@ namespace poplar {
 namespace ipuxl_detail {
 
 namespace {
-// IPU figures the model uses (see docs/poplar.md): the link to the host
-// carries ~6 bytes per tile cycle (8 GB/s at 1.33 GHz); a sync between
-// steps costs a fixed number of cycles; vertex code per type per tile.
-constexpr double kHostBytesPerCycle = 6.0;
-constexpr std::uint64_t kSyncCycles = 150;
+// IPU figures the model uses (see docs/poplar.md): the host link's bytes
+// per tile cycle and a sync's cycles are the Session model's
+// (cpp/model/target.hpp), one source for both; vertex code per type per
+// tile.
+const ipuxl::model::Target kTarget{};
+const double kHostBytesPerCycle = std::round(kTarget.host_bytes_per_second / kTarget.clock_hz * 1e6) / 1e6;
+const std::uint64_t kSyncCycles = static_cast<std::uint64_t>(kTarget.sync_internal_cycles);
 constexpr std::uint64_t kVertexCodeBytes = 256;
 
 std::string withCommas(double v, int decimals) {
