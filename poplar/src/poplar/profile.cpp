@@ -24,12 +24,13 @@ namespace ipuxl_detail {
 
 namespace {
 // IPU figures the model uses (see docs/poplar.md): the host link's bytes
-// per tile cycle and a sync's cycles are the Session model's
-// (cpp/model/target.hpp), one source for both; vertex code per type per
-// tile.
+// per tile cycle are the Session model's (cpp/model/target.hpp), one
+// source for both; a sync between steps costs 150 cycles (tutorial 6's
+// IPUModel profile; the Session's model, which counts syncs per plan
+// step, keeps its own figure); vertex code per type per tile.
 const ipuxl::model::Target kTarget{};
 const double kHostBytesPerCycle = std::round(kTarget.host_bytes_per_second / kTarget.clock_hz * 1e6) / 1e6;
-const std::uint64_t kSyncCycles = static_cast<std::uint64_t>(kTarget.sync_internal_cycles);
+constexpr std::uint64_t kSyncCycles = 150;
 constexpr std::uint64_t kVertexCodeBytes = 256;
 
 std::string withCommas(double v, int decimals) {
