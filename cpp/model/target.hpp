@@ -45,9 +45,11 @@ struct Target {
   // state, poplin PerformanceEstimation.hpp:398-632): 8 fp32, 4 fp16.
   int amp_elem_cycles_fp32 = 8, amp_elem_cycles_fp16 = 4;
 
-  // Syncs: internal (one IPU) [assumption: "tens of cycles", §5.6]; global
-  // (IPUs and host) 500 (legacy poplibs IPU-model benchmarks) or 600 on
-  // ipu21 (ipu-stack, Target::getGlobalSyncCycles) [third-party].
+  // Syncs: internal (one IPU) [assumption: "tens of cycles", §5.6; the
+  // calibration table's published matmul/conv figures hold with it, not
+  // with ipuxl's Poplar's 150]; global (IPUs and host) 500 (legacy poplibs
+  // IPU-model benchmarks) or 600 on ipu21 (ipu-stack,
+  // Target::getGlobalSyncCycles) [third-party].
   int64_t sync_internal_cycles = 32;
   int64_t sync_global_cycles = 500;
   // Supervisor overhead of a vertex launch (popops::internal::
@@ -55,7 +57,10 @@ struct Target {
   int64_t supervisor_cycles = 11;
 
   // Bandwidths that no public source gives per IPU: parameters (§3, §7).
-  double host_bytes_per_second = 12.5e9;       // [assumption] 100 GbE host link (M2000 datasheet)
+  // Host link 6 B/cycle [calibrated: tutorial 6's README IPUModel total,
+  // 6,681,766 cycles, is its 40 MB of streams at 6 B/cycle; ipuxl's
+  // Poplar reads this figure too].
+  double host_bytes_per_second = 6.0 * 1.325e9;
   double streaming_bytes_per_second = 20e9;    // [assumption] Streaming Memory, not published
   double link_bytes_per_second = 32e9;         // [derived] 320 GB/s over 10 IPU-Links (§3)
 

@@ -169,6 +169,13 @@ def test_poplibs_against_numpy(built):
     r3 = a["in_r3"]
     close("reduce_mul_02", r3.prod((0, 2)), rtol=1e-5)
     close("reduce_update_scaled", 10 + 0.5 * r3.sum((0, 2)), rtol=1e-6)
+    # Groups spanning tiles: two stages (float partials on the input tiles).
+    rs = a["in_rs"].astype(np.float64)
+    close("split_add_0", rs.sum(0), rtol=1e-6, atol=1e-6)
+    close("split_sqadd_1", (rs**2).sum(1), rtol=1e-6)
+    close("split_max_all", rs.max())
+    close("split_update_scaled", 3 + 0.5 * rs.sum(0), rtol=1e-6, atol=1e-6)
+    close("split_half_add_1", rs.astype(np.float16).astype(np.float64).sum(1), rtol=1e-6, atol=1e-6)
     close("zero", np.zeros_like(x))
     np.testing.assert_array_equal(a["cast_half"], x.astype(np.float16).astype(np.float64))
     np.testing.assert_array_equal(a["cast_int"], np.trunc(x))

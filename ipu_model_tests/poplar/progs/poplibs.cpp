@@ -68,6 +68,21 @@ int main() {
   popops::fill(g, upd, 10.0, prog);
   popops::reduceWithOutput(g, r3, upd, {0, 2}, popops::ReduceParams(popops::Operation::ADD, 0.5f, true), prog);
   out("reduce_update_scaled", upd);
+  // Reductions whose groups span tiles (three elements a tile, round the
+  // 16 tiles): PopLibs' two stages, partials on the input tiles.
+  Tensor rs = g.addVariable(FLOAT, {4, 10}, "rs");
+  for (unsigned i = 0; i < 40; i += 3) g.setTileMapping(rs.flatten().slice(i, std::min(i + 3, 40u)), (i / 3 * 5) % 16);
+  g.createHostWrite("rs", rs);
+  out("split_add_0", popops::reduce(g, rs, FLOAT, {0}, popops::ReduceParams(popops::Operation::ADD), prog));
+  out("split_sqadd_1", popops::reduce(g, rs, FLOAT, {1}, popops::ReduceParams(popops::Operation::SQUARE_ADD), prog));
+  out("split_max_all", popops::reduce(g, rs, FLOAT, {0, 1}, popops::ReduceParams(popops::Operation::MAX), prog));
+  Tensor supd = g.addVariable(FLOAT, {10}, "supd");
+  g.setTileMapping(supd, 15);
+  popops::fill(g, supd, 3.0, prog);
+  popops::reduceWithOutput(g, rs, supd, {0}, popops::ReduceParams(popops::Operation::ADD, 0.5f, true), prog);
+  out("split_update_scaled", supd);
+  out("split_half_add_1", popops::reduce(g, popops::cast(g, rs, HALF, prog), FLOAT, {1},
+                                         popops::ReduceParams(popops::Operation::ADD), prog));
   Tensor z = g.clone(a, "z");
   popops::zero(g, z, prog);
   out("zero", z);
@@ -121,6 +136,7 @@ int main() {
   put("b", b, ramp(8, 0.5f, -1));
   put("c", c, ramp(6, 0.25f, -0.5f));
   put("r3", r3, ramp(24, 0.1f, 0.3f));
+  put("rs", rs, ramp(40, 0.173f, -3.1f));
   put("m1", m1, ramp(35, 0.3f, -2));
   put("m2", m2, ramp(63, 0.2f, -1));
   std::vector<unsigned> hoff = {3, 4}, hlab = {0, 7, 3, 3, 5, 1};

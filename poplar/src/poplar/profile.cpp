@@ -23,10 +23,13 @@ namespace poplar {
 namespace ipuxl_detail {
 
 namespace {
-// IPU figures the model uses (see docs/poplar.md): the link to the host
-// carries ~6 bytes per tile cycle (8 GB/s at 1.33 GHz); a sync between
-// steps costs a fixed number of cycles; vertex code per type per tile.
-constexpr double kHostBytesPerCycle = 6.0;
+// IPU figures the model uses (see docs/poplar.md): the host link's bytes
+// per tile cycle are the Session model's (cpp/model/target.hpp), one
+// source for both; a sync between steps costs 150 cycles (tutorial 6's
+// IPUModel profile; the Session's model, which counts syncs per plan
+// step, keeps its own figure); vertex code per type per tile.
+const ipuxl::model::Target kTarget{};
+const double kHostBytesPerCycle = std::round(kTarget.host_bytes_per_second / kTarget.clock_hz * 1e6) / 1e6;
 constexpr std::uint64_t kSyncCycles = 150;
 constexpr std::uint64_t kVertexCodeBytes = 256;
 
