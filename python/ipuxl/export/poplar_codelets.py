@@ -371,3 +371,9 @@ from .poplar_random import RANDOM_CODELETS, RANDOM_HELPERS  # noqa: E402
 
 HELPERS.update(RANDOM_HELPERS)
 CODELETS.update(RANDOM_CODELETS)
+
+# CumSum and ScatterReduce (poplar_scan.py).
+from .poplar_scan import SCAN_CODELETS, SCAN_HELPERS  # noqa: E402
+
+HELPERS.update(SCAN_HELPERS)
+CODELETS.update(SCAN_CODELETS)

@@ -603,7 +603,7 @@ class PoplarEmitter:
                  "CMakeLists.txt": cmakelists("gcl" in self.helpers)}
         if self.codelets:
             files["codelets.cpp"] = ("// Vertices for ops ipuxl's PopLibs subset has no call for.\n"
-                                     "#include <poplar/Vertex.hpp>\n#include <cmath>\n"
+                                     "#include <poplar/Vertex.hpp>\n#include <cmath>\n#include <type_traits>\n"
                                      "using namespace poplar;\n\n"
                                      + "\n".join(self.codelets[k] for k in sorted(self.codelets)))
         return files

@@ -16,6 +16,7 @@ import numpy as np
 from .poplar_codelets import CODELETS, HELPERS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
+from .poplar_scan import SCAN_KERNELS
 
 __all__ = ["KERNELS", "emit_kernel", "emit_collective", "helper_source", "extra_includes"]
 
@@ -531,7 +532,7 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
-    **NN_KERNELS, **RANDOM_KERNELS,
+    **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS,
 }
 
 
@@ -621,7 +622,9 @@ def emit_collective(em, e) -> None:
 _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "poplinConv": ["#include <poplin/ConvUtil.hpp>", "#include <poplin/Convolution.hpp>"],
              "popnnPooling": ["#include <popnn/Pooling.hpp>"],
-             "popopsTopK": ["#include <popops/TopK.hpp>"]}
+             "popopsTopK": ["#include <popops/TopK.hpp>"],
+             "cumSum": ["#include <poputil/VertexTemplates.hpp>"],
+             "scatterReduce": ["#include <limits>"]}
 
 
 def extra_includes(em) -> list:
