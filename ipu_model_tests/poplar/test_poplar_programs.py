@@ -170,6 +170,7 @@ def test_poplibs_against_numpy(built):
     close("reduce_mul_02", r3.prod((0, 2)), rtol=1e-5)
     close("reduce_update_scaled", 10 + 0.5 * r3.sum((0, 2)), rtol=1e-6)
     close("zero", np.zeros_like(x))
+    close("fill_int", np.full_like(x, -7.0))
     np.testing.assert_array_equal(a["cast_half"], x.astype(np.float16).astype(np.float64))
     np.testing.assert_array_equal(a["cast_int"], np.trunc(x))
     o = a["in_off"].astype(int)
