@@ -132,8 +132,20 @@ def _identity(em, e):
 def _io_tile_copy(em, e):
     """A copy to the other tile set (PopART's IoTileCopyOpx): a new
     variable with the IPU model's mapping of the copy (else linear), then a
-    Copy."""
-    ref = em.new_variable(e.outputs[0])
+    Copy. Where the model maps the copy on the source's tile set, it is
+    mapped linearly on the destination's graph instead, as PopART creates
+    it on the destination tile set's graph."""
+    out = e.outputs[0]
+    if em.tile_set_of(out) not in (None, e.tile_set):
+        from .poplar_emit import cstr, ptype, shape_lit
+
+        ref = em.define(out, f"graph.addVariable({ptype(out.dtype)}, {shape_lit(out.shape)}, "
+                             f"{cstr(out.id)})")
+        em.line(f"poputil::mapTensorLinearly(graph, {ref});")
+        em.linear_mapped.append(out.id)
+        em.placed[id(out)] = e.tile_set
+    else:
+        ref = em.new_variable(out)
     em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
 
 
