@@ -130,6 +130,7 @@ def test_control_programs_streams_remote_buffers(built):
     for s, v in {"0": [0, 10], "3": [3, 30], "-2": [-2, -20], "7": [99, 99]}.items():
         np.testing.assert_array_equal(a["switch" + s], v)
     np.testing.assert_array_equal(a["calls"], np.array([1, -2, 0.5, 8]) * 4)
+    np.testing.assert_array_equal(a["code_load"], np.array([1, -2]) * 9)  # FunctionBuffer, 2 calls
     # The FIFO reads its host buffer circularly: 6 transfers of 2 over 4 values.
     np.testing.assert_array_equal(a["ring_sink"], [3, 4, 1, 2, 3, 4])
     np.testing.assert_array_equal(a["callback"], [1, -1])  # the second run used the prefetched value
@@ -219,6 +220,8 @@ ERRORS = {
     "vertex_false": ("application_runtime_error", "returned false"),
     "hardware": ("poplar_error", "Poplar SDK"),
     "tile_range": ("invalid_tile_mapping", "tile 4 is out of range"),
+    "code_not_loaded": ("application_runtime_error", "was not loaded"),
+    "other_functions_buffer": ("poplar_error", "holds the code of function 0, not of function 1"),
 }
 
 

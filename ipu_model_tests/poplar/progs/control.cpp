@@ -100,8 +100,22 @@ int main() {
   print.add(PrintTensor("pti", pti));
   print.add(PrintTensor("pb", pb));
 
+  // A function whose code lives in a FunctionBuffer (PopART's RemoteCodeLoadOpx):
+  // loaded once, then called in this run and the next.
+  Tensor bx = g.addVariable(FLOAT, {2}, "bx");
+  g.setTileMapping(bx, 1);
+  g.createHostWrite("bx", bx);
+  g.createHostRead("bx_out", bx);
+  Sequence triple;
+  popops::mulInPlace(g, bx, 3.0f, triple);
+  Function fb = g.addFunction(triple);
+  FunctionBuffer fbuf = g.addFunctionBuffer(fb, FunctionBufferMappingType::REMOTE);
+  Sequence codeLoad({Copy(fbuf, fb), Call(fb)});
+  Sequence callLoaded({Call(fb)});
+
   g.createHostRead("acc", acc);
-  std::vector<Program> progs = {whileTrue, whileFalse, repeat, ifProg, switchProg, calls, streams, toRemote, fromRemote, print};
+  std::vector<Program> progs = {whileTrue, whileFalse, repeat, ifProg, switchProg, calls, streams, toRemote, fromRemote, print,
+                                codeLoad, callLoaded};
   Executable exe = compileGraph(g, progs);
   Engine e(std::move(exe));
   e.load(dev);
@@ -167,5 +181,11 @@ int main() {
   }
   report("remote_back", {3, 2}, back);
   e.run(9);
+  std::vector<float> hbx = {1, -2};
+  e.writeTensor("bx", hbx.data(), hbx.data() + 2);
+  e.run(10);
+  e.run(11); // the code stays loaded
+  e.readTensor("bx_out", hbx.data(), hbx.data() + 2);
+  report("code_load", {2}, hbx);
   return 0;
 }
