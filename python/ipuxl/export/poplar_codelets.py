@@ -274,6 +274,8 @@ HELPERS = {
     "nllSoftmaxGrad": (_NLL, ()),
     "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
+    # The FunctionBuffer of each code-loaded Function, by F[] slot (RemoteCodeLoad).
+    "functionBuffers": ("static std::map<unsigned, poplar::FunctionBuffer> FB;\n", ()),
     "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
     "popnnPooling": ("", ()),
     "popopsTopK": ("", ()),

@@ -109,6 +109,7 @@ class PoplarEmitter:
         self.tiles_per_ipu, self.num_ipus, self.version = tiles_per_ipu, num_ipus, version
         self.num_io_tiles = int(num_io_tiles)
         self.placed: Dict[int, Optional[str]] = {}  # id(tensor) -> the tile set it was put on
+        self.function_buffers: set = set()     # F[] slots given a FunctionBuffer
         self.replicas = int(self.prog.replicas)
         self.index: Dict[int, int] = {}        # id(tensor) -> T[] slot
         self.lines: List[str] = []             # the body being written
@@ -247,7 +248,7 @@ class PoplarEmitter:
         elif kind in ("collective", "kernel"):
             start = len(self.lines)
             (poplar_ops.emit_collective if kind == "collective" else poplar_ops.emit_kernel)(self, e)
-            if self._own_graphs():
+            if self._own_graphs() and not (kind == "kernel" and poplar_ops.whole_graph(e)):
                 self._on_ipu_graph(e, start)
         else:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "

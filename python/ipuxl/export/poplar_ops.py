@@ -459,8 +459,28 @@ _reductions = {"none": 0, "sum": 1, "mean": 2}
 
 
 def _remote_code_load(em, e):
-    em.line("// RemoteCodeLoad: the graph's code stays resident (poplar::FunctionBuffer is not "
-            "in ipuxl's Poplar); values are unaffected.")
+    """PopART's RemoteCodeLoadOpx (exchangex.cpp): the loaded graph's
+    Function gets one ``poplar::FunctionBuffer``
+    (``graph.addFunctionBuffer(f, FunctionBufferMappingType::REMOTE)``, the
+    mapping PopART uses for ``destination="executable"``), and each load is
+    ``Copy(buffer, f)``. A Call of that Function before a load fails when
+    the program runs (ipuxl's Poplar checks it)."""
+    g = e.code_load_graph
+    if g is None or g not in em.prog.graph_inputs:
+        raise NotImplementedError(f"Poplar export: op RemoteCodeLoad ({e.name!r}) of a graph "
+                                  "the program never calls (it has no poplar::Function)")
+    f = em.function_of(g)
+    k = f[2:-1]
+    em.helpers.add("functionBuffers")
+    if k not in em.function_buffers:
+        em.function_buffers.add(k)
+        em.line(f"ipuxl_export::FB[{k}] = graph.addFunctionBuffer({f}, "
+                "poplar::FunctionBufferMappingType::REMOTE);")
+    em.line(f"prog.add(poplar::program::Copy(ipuxl_export::FB[{k}], {f}, {_dbg(e)}));")
+
+
+# Built on the whole graph: the Function it may build first is the graph's own.
+_remote_code_load.whole_graph = True
 
 
 def _dynamic_slice(em, e):
@@ -546,6 +566,11 @@ KERNELS = {
     "DynamicUpdateInplace": _dynamic_slice,
     **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS,
 }
+
+
+def whole_graph(e) -> bool:
+    """Whether op ``e`` is built on the whole graph, never a virtual one."""
+    return bool(getattr(KERNELS.get(e.type), "whole_graph", False))
 
 
 def emit_kernel(em, e) -> None:
@@ -636,7 +661,8 @@ _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "popnnPooling": ["#include <popnn/Pooling.hpp>"],
              "popopsTopK": ["#include <popops/TopK.hpp>"],
              "cumSum": ["#include <poputil/VertexTemplates.hpp>"],
-             "scatterReduce": ["#include <limits>"]}
+             "scatterReduce": ["#include <limits>"],
+             "functionBuffers": ["#include <poplar/FunctionBufferMappingType.hpp>"]}
 
 
 def extra_includes(em) -> list:
