@@ -26,19 +26,7 @@
 """
 __all__ = ["SCAN_KERNELS", "SCAN_HELPERS", "SCAN_CODELETS"]
 
-
-def _em():
-    from . import poplar_emit
-
-    return poplar_emit
-
-
-def _dbg(e) -> str:
-    return _em().cstr(e.name)
-
-
-def _ulist(vals) -> str:
-    return "{" + ", ".join(f"{int(v)}u" for v in vals) + "}"
+from .poplar_nn import _dbg, _em, _ulist  # noqa: E402  (the emitter's shared small helpers)
 
 
 def _cumsum(em, e):
