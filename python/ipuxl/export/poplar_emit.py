@@ -383,7 +383,7 @@ class PoplarEmitter:
         lo, hi = ipu * self.tiles_per_ipu, (ipu + 1) * self.tiles_per_ipu
         what = f"IPU {ipu}'s tiles"
         tile_set = None
-        if self.num_io_tiles > 0 and e.type != "IoTileCopy" and any(
+        if self.num_io_tiles > 0 and not poplar_ops.crosses_tile_sets(e) and any(
                 self.tile_set_of(t) not in (None, e.tile_set) for t in e.inputs if t is not None):
             # An input the model keeps on the other tile set (a loop counter):
             # PopLibs could not read it on this set's graph; the IPU's graph.

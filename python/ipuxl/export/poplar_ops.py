@@ -149,6 +149,10 @@ def _io_tile_copy(em, e):
     em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
 
 
+# Its input is on the other tile set: that is what it copies.
+_io_tile_copy.crosses_tile_sets = True
+
+
 def _reshape(em, e):
     _copy_of(em, e, f"{em.t(e.inputs[0])}.reshape({_shape(e.outputs[0].shape)})")
 
@@ -568,9 +572,19 @@ KERNELS = {
 }
 
 
+def _emission_flag(e, flag: str) -> bool:
+    typ = e.type  # the per-op emission table, as emit_kernel reads it
+    return bool(getattr(KERNELS.get(typ), flag, False))
+
+
 def whole_graph(e) -> bool:
     """Whether op ``e`` is built on the whole graph, never a virtual one."""
-    return bool(getattr(KERNELS.get(e.type), "whole_graph", False))
+    return _emission_flag(e, "whole_graph")
+
+
+def crosses_tile_sets(e) -> bool:
+    """Whether op ``e`` reads from the other tile set by design (IoTileCopy)."""
+    return _emission_flag(e, "crosses_tile_sets")
 
 
 def emit_kernel(em, e) -> None:
