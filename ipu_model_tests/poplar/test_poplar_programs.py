@@ -220,7 +220,6 @@ ERRORS = {
     "vertex_false": ("application_runtime_error", "returned false"),
     "hardware": ("poplar_error", "Poplar SDK"),
     "tile_range": ("invalid_tile_mapping", "tile 4 is out of range"),
-    "code_not_loaded": ("application_runtime_error", "was not loaded"),
     "other_functions_buffer": ("poplar_error", "holds the code of function 0, not of function 1"),
 }
 

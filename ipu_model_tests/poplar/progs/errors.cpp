@@ -151,14 +151,6 @@ int main(int argc, char **argv) {
     e.load(dev);
     e.run();
   };
-  cases["code_not_loaded"] = [&] { // a Function kept in a FunctionBuffer, called unloaded
-    Graph g(dev.getTarget());
-    Function f = g.addFunction(Sequence());
-    g.addFunctionBuffer(f, FunctionBufferMappingType::REMOTE);
-    Engine e(g, Call(f));
-    e.load(dev);
-    e.run();
-  };
   cases["other_functions_buffer"] = [&] {
     Graph g(dev.getTarget());
     Function f0 = g.addFunction(Sequence()), f1 = g.addFunction(Sequence());

@@ -198,9 +198,9 @@ public:
                                bool optimiseMemory = false);
 
   Function addFunction(const program::Program &program);
-  /// A buffer for `function`'s code: the Function's code lives in it
-  /// (remote memory for REMOTE) and must be loaded with
-  /// program::Copy(buffer, function) before a Call runs the Function.
+  /// A buffer for `function`'s code (in remote memory for REMOTE), loaded
+  /// with program::Copy(buffer, function). ipuxl: the code also comes with
+  /// the executable, so a Call before the first load runs it.
   FunctionBuffer addFunctionBuffer(const Function &function, FunctionBufferMappingType mappingType);
 
   // ipuxl internals

@@ -96,7 +96,6 @@ struct EngineImpl {
   std::map<std::string, std::vector<StreamConn>> streams; // [handle][replica]
   std::map<std::string, std::vector<std::vector<char>>> remote; // [handle][replica]
   bool loaded = false;
-  std::vector<bool> codeLoaded; // [function]: a buffered Function's code was loaded (Copy from its buffer)
   ProfileCounters prof;
   bool autoReport = false;
   std::string reportDir;

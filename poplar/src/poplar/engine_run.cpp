@@ -225,16 +225,12 @@ void EngineImpl::run(const program::Program &prog, const std::vector<unsigned> &
     break;
   }
   case ProgKind::Call:
-    if (p.cs < g->functionBuffered.size() && g->functionBuffered[p.cs] &&
-        (p.cs >= codeLoaded.size() || !codeLoaded[p.cs]))
-      throw application_runtime_error("Call: function " + std::to_string(p.cs) +
-                                      " keeps its code in a FunctionBuffer and it was not loaded "
-                                      "(program::Copy(FunctionBuffer, Function)) before the call");
     run(g->functions.at(p.cs), active);
     break;
   case ProgKind::LoadFunction:
-    if (codeLoaded.size() <= p.cs) codeLoaded.resize(p.cs + 1, false);
-    codeLoaded[p.cs] = true; // the code stays loaded (nothing else is placed in its code memory)
+    // The Function's code comes with the executable and stays in place (PopXL's
+    // user guide calls a code-loaded graph before its first load); a load
+    // rewrites the same code.
     accountSync();
     break;
   case ProgKind::PrintTensor:

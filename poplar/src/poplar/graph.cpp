@@ -455,8 +455,6 @@ RemoteBuffer Graph::addRemoteBuffer(StringRef handle, const Type &type, std::siz
 FunctionBuffer Graph::addFunctionBuffer(const Function &f, FunctionBufferMappingType) {
   if (f.getId() >= impl_->functions.size())
     throw poplar_error("Graph::addFunctionBuffer: unknown function " + std::to_string(f.getId()));
-  impl_->functionBuffered.resize(impl_->functions.size(), false);
-  impl_->functionBuffered[f.getId()] = true;
   impl_->functionBuffers.push_back(f.getId());
   return FunctionBuffer(static_cast<unsigned>(impl_->functionBuffers.size() - 1), f.getId());
 }

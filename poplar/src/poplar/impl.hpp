@@ -78,7 +78,6 @@ struct GraphImpl {
   std::map<std::string, std::shared_ptr<RemoteBufferInfo>> remoteBuffers;
   std::vector<program::Program> functions;
   std::vector<unsigned> functionBuffers;   // the Function of each FunctionBuffer
-  std::vector<bool> functionBuffered;      // [function]: its code lives in a FunctionBuffer
   std::vector<std::string> codeletSources; // for the profile
   /// Registers vertex types (from a codelet object or PopLibs); returns how many were new.
   unsigned addVertexTypes(const std::vector<VertexTypeInfo> &types);

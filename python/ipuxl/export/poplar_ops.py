@@ -467,8 +467,7 @@ def _remote_code_load(em, e):
     Function gets one ``poplar::FunctionBuffer``
     (``graph.addFunctionBuffer(f, FunctionBufferMappingType::REMOTE)``, the
     mapping PopART uses for ``destination="executable"``), and each load is
-    ``Copy(buffer, f)``. A Call of that Function before a load fails when
-    the program runs (ipuxl's Poplar checks it)."""
+    ``Copy(buffer, f)``."""
     g = e.code_load_graph
     if g is None or g not in em.prog.graph_inputs:
         raise NotImplementedError(f"Poplar export: op RemoteCodeLoad ({e.name!r}) of a graph "
