@@ -4,6 +4,8 @@ exported, built against ipuxl's Poplar (``poplin::convolution``,
 ``Session.run`` and with PyTorch (float64 autograd), an oracle apart from
 both. Building needs a C++ compiler, so the round trips are marked slow.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -262,8 +264,10 @@ def test_collectives_over_replica_groups(stride, tmp_path):
 
 @pytest.mark.slow
 def test_io_tile_copy_round_trip(tmp_path):
-    """With numIOTiles: ops on the IO tiles, an io_tile_copy to the compute
-    tiles (a new variable with the model's mapping, and a Copy)."""
+    """With numIOTiles: ops on the IO tiles, built on the IO tiles' virtual
+    graph (tiles [0, 32)), an io_tile_copy to the compute tiles (a new
+    variable with the model's mapping, and a Copy), the ops after it on the
+    compute tiles' graph (tiles [32, tiles per IPU))."""
     ir = popxl.Ir()
     ir._pb_ir.getSessionOptions().numIOTiles = 32
     with ir.main_graph:
@@ -275,7 +279,12 @@ def test_io_tile_copy_round_trip(tmp_path):
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
     xv = np.arange(12, dtype=np.float32).reshape(4, 3)
     got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: xv})
-    assert "createVirtualGraph(" not in src  # one IPU: the whole graph
+    tiles = int(re.search(r"TILES_PER_IPU = (\d+)", open(tmp_path / "exported" / "program.hpp").read())[1])
+    assert "topGraph.createVirtualGraph(0, 32);  // IPU 0's IO tiles" not in src  # (comment first)
+    io = re.findall(r"// IPU 0's IO tiles\n\s*poplar::Graph graph = topGraph.createVirtualGraph\(0, 32\)", src)
+    compute = re.findall(r"// IPU 0's compute tiles\n\s*poplar::Graph graph = "
+                         rf"topGraph.createVirtualGraph\(32, {tiles}\)", src)
+    assert len(io) >= 2 and len(compute) >= 2  # host_load, x * 2; the add, host_store
     _close(got, want, "y")
     np.testing.assert_allclose(got["y"], 2 * xv + 1)
 

@@ -130,6 +130,7 @@ def test_control_programs_streams_remote_buffers(built):
     for s, v in {"0": [0, 10], "3": [3, 30], "-2": [-2, -20], "7": [99, 99]}.items():
         np.testing.assert_array_equal(a["switch" + s], v)
     np.testing.assert_array_equal(a["calls"], np.array([1, -2, 0.5, 8]) * 4)
+    np.testing.assert_array_equal(a["code_load"], np.array([1, -2]) * 9)  # FunctionBuffer, 2 calls
     # The FIFO reads its host buffer circularly: 6 transfers of 2 over 4 values.
     np.testing.assert_array_equal(a["ring_sink"], [3, 4, 1, 2, 3, 4])
     np.testing.assert_array_equal(a["callback"], [1, -1])  # the second run used the prefetched value
@@ -177,6 +178,7 @@ def test_poplibs_against_numpy(built):
     close("split_update_scaled", 3 + 0.5 * rs.sum(0), rtol=1e-6, atol=1e-6)
     close("split_half_add_1", rs.astype(np.float16).astype(np.float64).sum(1), rtol=1e-6, atol=1e-6)
     close("zero", np.zeros_like(x))
+    close("fill_int", np.full_like(x, -7.0))
     np.testing.assert_array_equal(a["cast_half"], x.astype(np.float16).astype(np.float64))
     np.testing.assert_array_equal(a["cast_int"], np.trunc(x))
     o = a["in_off"].astype(int)
@@ -225,6 +227,7 @@ ERRORS = {
     "vertex_false": ("application_runtime_error", "returned false"),
     "hardware": ("poplar_error", "Poplar SDK"),
     "tile_range": ("invalid_tile_mapping", "tile 4 is out of range"),
+    "other_functions_buffer": ("poplar_error", "holds the code of function 0, not of function 1"),
 }
 
 

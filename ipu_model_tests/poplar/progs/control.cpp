@@ -58,14 +58,18 @@ int main() {
   sw.add(0, setOut(0, 10)).add(3, setOut(3, 30)).add(-2, setOut(-2, -20));
   Sequence switchProg({sw});
 
+  // A Function scaling a variable `name` (host write `name`, read `name_out`) in place.
+  auto scalingFunction = [&](const std::string &name, std::size_t n, unsigned tile, float factor) -> Function {
+    Tensor v = g.addVariable(FLOAT, {n}, name);
+    g.setTileMapping(v, tile);
+    g.createHostWrite(name, v);
+    g.createHostRead(name + "_out", v);
+    Sequence body;
+    popops::mulInPlace(g, v, factor, body);
+    return g.addFunction(body);
+  };
   // A function called twice: doubles `fx`.
-  Tensor fx = g.addVariable(FLOAT, {4}, "fx");
-  g.setTileMapping(fx, 3);
-  g.createHostWrite("fx", fx);
-  g.createHostRead("fx_out", fx);
-  Sequence dbl;
-  popops::mulInPlace(g, fx, 2.0f, dbl);
-  Function f = g.addFunction(dbl);
+  Function f = scalingFunction("fx", 4, 3, 2.0f);
   Sequence calls({Call(f), Call(f), Sync(SyncType::INTERNAL), WriteUndef(C(g.addVariable(FLOAT, {1}, "undef")))});
   g.setTileMapping(g.getTopLevelGraph().addVariable(FLOAT, {1}, "unused"), 0);
 
@@ -100,8 +104,16 @@ int main() {
   print.add(PrintTensor("pti", pti));
   print.add(PrintTensor("pb", pb));
 
+  // A function whose code lives in a FunctionBuffer (PopART's RemoteCodeLoadOpx):
+  // loaded once, then called in this run and the next.
+  Function fb = scalingFunction("bx", 2, 1, 3.0f);
+  FunctionBuffer fbuf = g.addFunctionBuffer(fb, FunctionBufferMappingType::REMOTE);
+  Sequence codeLoad({Copy(fbuf, fb), Call(fb)});
+  Sequence callLoaded({Call(fb)});
+
   g.createHostRead("acc", acc);
-  std::vector<Program> progs = {whileTrue, whileFalse, repeat, ifProg, switchProg, calls, streams, toRemote, fromRemote, print};
+  std::vector<Program> progs = {whileTrue, whileFalse, repeat, ifProg, switchProg, calls, streams, toRemote, fromRemote, print,
+                                codeLoad, callLoaded};
   Executable exe = compileGraph(g, progs);
   Engine e(std::move(exe));
   e.load(dev);
@@ -167,5 +179,11 @@ int main() {
   }
   report("remote_back", {3, 2}, back);
   e.run(9);
+  std::vector<float> hbx = {1, -2};
+  e.writeTensor("bx", hbx.data(), hbx.data() + 2);
+  e.run(10);
+  e.run(11); // the code stays loaded
+  e.readTensor("bx_out", hbx.data(), hbx.data() + 2);
+  report("code_load", {2}, hbx);
   return 0;
 }

@@ -151,6 +151,12 @@ int main(int argc, char **argv) {
     e.load(dev);
     e.run();
   };
+  cases["other_functions_buffer"] = [&] {
+    Graph g(dev.getTarget());
+    Function f0 = g.addFunction(Sequence()), f1 = g.addFunction(Sequence());
+    FunctionBuffer b0 = g.addFunctionBuffer(f0, FunctionBufferMappingType::REMOTE);
+    Copy(b0, f1);
+  };
   cases["hardware"] = [&] {
     auto dm = DeviceManager::createDeviceManager();
     auto devices = dm.getDevices(TargetType::IPU, 1);

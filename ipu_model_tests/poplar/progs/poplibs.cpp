@@ -86,6 +86,9 @@ int main() {
   Tensor z = g.clone(a, "z");
   popops::zero(g, z, prog);
   out("zero", z);
+  Tensor filled = g.clone(INT, a, "filled");
+  popops::fill(g, filled, prog, -7, "fill_documented_order");  // PopLibs' (graph, t, prog, value)
+  out("fill_int", popops::cast(g, filled, FLOAT, prog));
   Tensor h = popops::cast(g, a, HALF, prog);
   out("cast_half", popops::cast(g, h, FLOAT, prog));
   out("cast_int", popops::cast(g, popops::cast(g, a, INT, prog), FLOAT, prog));

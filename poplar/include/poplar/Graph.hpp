@@ -15,6 +15,7 @@
 #include <poplar/DataStream.hpp>
 #include <poplar/DebugContext.hpp>
 #include <poplar/Device.hpp>
+#include <poplar/FunctionBufferMappingType.hpp>
 #include <poplar/GraphElements.hpp>
 #include <poplar/HalfFloat.hpp>
 #include <poplar/Interval.hpp>
@@ -197,6 +198,10 @@ public:
                                bool optimiseMemory = false);
 
   Function addFunction(const program::Program &program);
+  /// A buffer for `function`'s code (in remote memory for REMOTE), loaded
+  /// with program::Copy(buffer, function). ipuxl: the code also comes with
+  /// the executable, so a Call before the first load runs it.
+  FunctionBuffer addFunctionBuffer(const Function &function, FunctionBufferMappingType mappingType);
 
   // ipuxl internals
   ipuxl_detail::GraphImpl &ipuxlImpl() const { return *impl_; }

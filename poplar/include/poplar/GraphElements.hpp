@@ -65,6 +65,22 @@ private:
   unsigned id_ = ~0u;
 };
 
+/// A buffer holding a Function's code off the tiles (Graph::addFunctionBuffer);
+/// Copy(FunctionBuffer, Function) loads it before the Function is called.
+class FunctionBuffer {
+public:
+  FunctionBuffer() = default;
+  FunctionBuffer(unsigned id, unsigned function) : id_(id), function_(function) {}
+  unsigned getId() const { return id_; }
+  unsigned ipuxlFunction() const { return function_; }
+
+private:
+  unsigned id_ = ~0u;
+  unsigned function_ = ~0u;
+};
+inline bool operator==(const Function &a, const Function &b) { return a.getId() == b.getId(); }
+inline bool operator==(const FunctionBuffer &a, const FunctionBuffer &b) { return a.getId() == b.getId(); }
+
 class HostFunction {
 public:
   HostFunction() = default;

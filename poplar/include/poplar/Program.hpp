@@ -75,6 +75,8 @@ public:
   Copy(const RemoteBuffer &buffer, const Tensor &dst, const Tensor &offset, const DebugContext &dc = {});
   Copy(const Tensor &src, const RemoteBuffer &buffer, const DebugContext &dc = {});
   Copy(const Tensor &src, const RemoteBuffer &buffer, const Tensor &offset, const DebugContext &dc = {});
+  /// Loads the code of `function` from `buffer` (made for that Function).
+  Copy(const FunctionBuffer &buffer, const Function &function, const DebugContext &dc = {});
 };
 
 class Repeat : public Program {

@@ -170,6 +170,7 @@ struct Walker {
       }
       return;
     case ProgKind::Sync: control(kCcSync); return;
+    case ProgKind::LoadFunction: control(kCcProgram + kCcSync); return;
     case ProgKind::Abort: control(kCcControl); return;
     case ProgKind::CrossReplica: collective(*p.collective); return;
     case ProgKind::WriteUndef:

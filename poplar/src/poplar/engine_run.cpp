@@ -227,6 +227,12 @@ void EngineImpl::run(const program::Program &prog, const std::vector<unsigned> &
   case ProgKind::Call:
     run(g->functions.at(p.cs), active);
     break;
+  case ProgKind::LoadFunction:
+    // The Function's code comes with the executable and stays in place (PopXL's
+    // user guide calls a code-loaded graph before its first load); a load
+    // rewrites the same code.
+    accountSync();
+    break;
   case ProgKind::PrintTensor:
     each([&] { printTensor(p); });
     break;

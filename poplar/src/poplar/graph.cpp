@@ -452,6 +452,13 @@ RemoteBuffer Graph::addRemoteBuffer(StringRef handle, const Type &type, std::siz
   return RemoteBuffer(r);
 }
 
+FunctionBuffer Graph::addFunctionBuffer(const Function &f, FunctionBufferMappingType) {
+  if (f.getId() >= impl_->functions.size())
+    throw poplar_error("Graph::addFunctionBuffer: unknown function " + std::to_string(f.getId()));
+  impl_->functionBuffers.push_back(f.getId());
+  return FunctionBuffer(static_cast<unsigned>(impl_->functionBuffers.size() - 1), f.getId());
+}
+
 Function Graph::addFunction(const program::Program &p) {
   impl_->functions.push_back(p);
   return Function(static_cast<unsigned>(impl_->functions.size() - 1));

@@ -77,6 +77,7 @@ struct GraphImpl {
   std::map<std::string, std::shared_ptr<StreamInfo>> streams;
   std::map<std::string, std::shared_ptr<RemoteBufferInfo>> remoteBuffers;
   std::vector<program::Program> functions;
+  std::vector<unsigned> functionBuffers;   // the Function of each FunctionBuffer
   std::vector<std::string> codeletSources; // for the profile
   /// Registers vertex types (from a codelet object or PopLibs); returns how many were new.
   unsigned addVertexTypes(const std::vector<VertexTypeInfo> &types);
@@ -84,7 +85,7 @@ struct GraphImpl {
 
 enum class ProgKind {
   Sequence, Execute, CopyTensor, CopyFromStream, CopyToStream, CopyFromRemote, CopyToRemote, Repeat,
-  RepeatWhile, If, Switch, Call, PrintTensor, WriteUndef, Sync, Error, Abort, CrossReplica
+  RepeatWhile, If, Switch, Call, PrintTensor, WriteUndef, Sync, Error, Abort, CrossReplica, LoadFunction
 };
 
 /// A collective across replicas (made by ipuxl's gcl): for each pair k,
@@ -103,7 +104,7 @@ struct ProgramImpl {
   ProgKind kind = ProgKind::Sequence;
   std::string name;
   std::vector<program::Program> children; // Sequence; Repeat body [0]; If [then, else]; While [cond, body]
-  unsigned cs = 0;                        // Execute; Call: function id
+  unsigned cs = 0;                        // Execute; Call, LoadFunction: function id
   Tensor src, dst, aux;                   // copies, predicates, control, offset (aux)
   std::shared_ptr<const StreamInfo> stream;
   std::shared_ptr<const RemoteBufferInfo> remote;

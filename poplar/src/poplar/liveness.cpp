@@ -128,6 +128,7 @@ struct Flattener {
       leafDone();
       return;
     case ProgKind::Sync:
+    case ProgKind::LoadFunction:
     case ProgKind::Abort:
     case ProgKind::WriteUndef:
     case ProgKind::Error: return;

@@ -152,6 +152,14 @@ Switch Switch::switchWithBoundsChecking(const Tensor &control, const std::vector
   return s;
 }
 
+Copy::Copy(const FunctionBuffer &buffer, const Function &f, const DebugContext &dc)
+    : Program(node(ProgKind::LoadFunction, dc)) {
+  if (buffer.ipuxlFunction() != f.getId())
+    throw poplar_error("Copy: FunctionBuffer " + std::to_string(buffer.getId()) + " holds the code of function " +
+                       std::to_string(buffer.ipuxlFunction()) + ", not of function " + std::to_string(f.getId()));
+  impl_->cs = f.getId();
+}
+
 Call::Call(Function f, const DebugContext &dc) : Program(node(ProgKind::Call, dc)) { impl_->cs = f.getId(); }
 
 PrintTensor::PrintTensor(const Tensor &t, const DebugContext &dc) : PrintTensor("", t, dc) {}

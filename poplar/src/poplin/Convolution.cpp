@@ -6,6 +6,7 @@
 // One vertex per tile holding part of the output; products accumulate in
 // double and are stored once in the output type.
 #include "../popops/builtin.hpp"
+#include "../poputil/window.hpp"
 
 #include <poplar/exceptions.hpp>
 #include <poplin/ConvUtil.hpp>
@@ -62,11 +63,13 @@ ConvParams::ConvParams(poplar::Type it, poplar::Type ot, std::size_t b, std::vec
 }
 
 namespace {
+using poputil::ipuxl::dilatedSize;
+using poputil::ipuxl::stridedSize;
+using poputil::ipuxl::truncatedSize;
+
 std::size_t transformed(std::size_t size, const ConvParams::InputTransform &t, unsigned d) {
-  std::size_t cut = std::size_t(t.truncationLower[d]) + t.truncationUpper[d];
-  std::size_t kept = size > cut ? size - cut : 0;
-  std::size_t dilated = kept ? (kept - 1) * t.dilation[d] + 1 : 0;
-  return dilated + t.paddingLower[d] + t.paddingUpper[d];
+  std::size_t kept = truncatedSize(size, t.truncationLower[d], t.truncationUpper[d]);
+  return dilatedSize(kept, t.dilation[d]) + t.paddingLower[d] + t.paddingUpper[d];
 }
 
 /// The untransformed index of transformed position `p` of dimension `d`,
@@ -76,9 +79,8 @@ long untransform(long p, std::size_t size, const ConvParams::InputTransform &t, 
   if (p < 0 || p >= static_cast<long>(total)) return -1;
   if (t.flip[d]) p = static_cast<long>(total) - 1 - p;
   p -= t.paddingLower[d];
-  std::size_t cut = std::size_t(t.truncationLower[d]) + t.truncationUpper[d];
-  std::size_t kept = size > cut ? size - cut : 0;
-  long dilated = kept ? static_cast<long>((kept - 1) * t.dilation[d] + 1) : 0;
+  long dilated = static_cast<long>(dilatedSize(truncatedSize(size, t.truncationLower[d], t.truncationUpper[d]),
+                                               t.dilation[d]));
   if (p < 0 || p >= dilated || p % t.dilation[d]) return -1;
   return p / t.dilation[d] + t.truncationLower[d];
 }
@@ -105,10 +107,8 @@ std::size_t ConvParams::getUntransformedOutputSize(unsigned dim) const {
 }
 std::size_t ConvParams::getOutputSize(unsigned dim) const {
   const auto &t = outputTransform;
-  std::size_t u = getUntransformedOutputSize(dim), cut = std::size_t(t.truncationLower[dim]) + t.truncationUpper[dim];
-  std::size_t kept = u > cut ? u - cut : 0;
-  std::size_t strided = kept ? (kept - 1) / t.stride[dim] + 1 : 0;
-  return strided + t.paddingLower[dim] + t.paddingUpper[dim];
+  std::size_t kept = truncatedSize(getUntransformedOutputSize(dim), t.truncationLower[dim], t.truncationUpper[dim]);
+  return stridedSize(kept, t.stride[dim]) + t.paddingLower[dim] + t.paddingUpper[dim];
 }
 std::vector<std::size_t> ConvParams::getOutputFieldShape() const {
   std::vector<std::size_t> s;
@@ -164,13 +164,16 @@ std::ostream &operator<<(std::ostream &os, const ConvParams &p) {
 
 // ------------------------------------------------------------ ConvUtil
 
-unsigned getDilatedSize(unsigned size, unsigned dilation) { return size ? (size - 1) * dilation + 1 : 0; }
+unsigned getDilatedSize(unsigned size, unsigned dilation) {
+  return static_cast<unsigned>(poputil::ipuxl::dilatedSize(size, dilation));
+}
 
 unsigned getInputIndex(unsigned dim, unsigned outputIndex, unsigned kernelIndex, const ConvParams &params) {
   const auto &o = params.outputTransform;
   long out = static_cast<long>(outputIndex) - o.paddingLower[dim];
-  std::size_t u = params.getUntransformedOutputSize(dim), cut = std::size_t(o.truncationLower[dim]) + o.truncationUpper[dim];
-  long strided = u > cut ? static_cast<long>((u - cut - 1) / o.stride[dim] + 1) : 0;
+  long strided = static_cast<long>(poputil::ipuxl::stridedSize(
+      poputil::ipuxl::truncatedSize(params.getUntransformedOutputSize(dim), o.truncationLower[dim], o.truncationUpper[dim]),
+      o.stride[dim]));
   if (out < 0 || out >= strided) return ~0U;
   long full = out * o.stride[dim] + o.truncationLower[dim];
   // the kernel index is an untransformed one: find its transformed position
@@ -201,7 +204,7 @@ ConvParams getGradientParams(const ConvParams &p) {
   for (unsigned d = 0; d < n; ++d) {
     long k = static_cast<long>(p.kernelShape[d]), dil = kt.dilation[d], s = p.outputTransform.stride[d];
     long x = static_cast<long>(p.inputFieldShape[d]);
-    long span = x + it.paddingLower[d] + it.paddingUpper[d] - dil * (k - 1) - 1;
+    long span = poputil::ipuxl::windowSpan(x, it.paddingLower[d], it.paddingUpper[d], k, dil);
     long rem = span >= 0 ? span % s : 0;
     long lower = dil * (k - 1) - static_cast<long>(it.paddingLower[d]);
     long upper = dil * (k - 1) - static_cast<long>(it.paddingUpper[d]) + rem;

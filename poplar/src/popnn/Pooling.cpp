@@ -4,6 +4,7 @@
 // windows that hold it). Forward vertices own output elements, gradient
 // vertices own input-gradient elements, one vertex per tile.
 #include "../popops/builtin.hpp"
+#include "../poputil/window.hpp"
 
 #include <popnn/Pooling.hpp>
 #include <poputil/TileMapping.hpp>
@@ -39,9 +40,8 @@ PoolParams::PoolParams(PoolingType type, std::vector<std::size_t> field, std::ve
   for (unsigned d = 0; d < n; ++d) {
     if (stride[d] == 0 || kernelShape[d] == 0)
       throw poputil::poplibs_error("popnn::pooling::PoolParams: a stride or kernel size of 0");
-    long span = static_cast<long>(inputFieldShape[d]) + inputTruncationOrPaddingLower[d] +
-                inputTruncationOrPaddingUpper[d] - static_cast<long>(kernelShape[d]);
-    if (span < 0)
+    if (poputil::ipuxl::windowSpan(static_cast<long>(inputFieldShape[d]), inputTruncationOrPaddingLower[d],
+                                   inputTruncationOrPaddingUpper[d], static_cast<long>(kernelShape[d])) < 0)
       throw poputil::poplibs_error("popnn::pooling::PoolParams: the kernel (" + std::to_string(kernelShape[d]) +
                                    ") is larger than the padded field in dimension " + std::to_string(d));
   }
@@ -50,9 +50,9 @@ PoolParams::PoolParams(PoolingType type, std::vector<std::size_t> field, std::ve
 std::vector<std::size_t> PoolParams::getOutputFieldShape() const {
   std::vector<std::size_t> out;
   for (unsigned d = 0; d < getNumFieldDims(); ++d) {
-    long span = static_cast<long>(inputFieldShape[d]) + inputTruncationOrPaddingLower[d] +
-                inputTruncationOrPaddingUpper[d] - static_cast<long>(kernelShape[d]);
-    out.push_back(static_cast<std::size_t>(span / stride[d] + 1));
+    long span = poputil::ipuxl::windowSpan(static_cast<long>(inputFieldShape[d]), inputTruncationOrPaddingLower[d],
+                                           inputTruncationOrPaddingUpper[d], static_cast<long>(kernelShape[d]));
+    out.push_back(poputil::ipuxl::windowPositions(span, stride[d]));
   }
   return out;
 }

@@ -274,6 +274,8 @@ HELPERS = {
     "nllSoftmaxGrad": (_NLL, ()),
     "adamUpdater": (_ADAM, ()),
     "gcl": (_GCL, ()),
+    # The FunctionBuffer of each code-loaded Function, by F[] slot (RemoteCodeLoad).
+    "functionBuffers": ("static std::map<unsigned, poplar::FunctionBuffer> FB;\n", ()),
     "poplinConv": ("", ()),      # headers only (poplar_ops.extra_includes)
     "popnnPooling": ("", ()),
     "popopsTopK": ("", ()),
@@ -371,3 +373,9 @@ from .poplar_random import RANDOM_CODELETS, RANDOM_HELPERS  # noqa: E402
 
 HELPERS.update(RANDOM_HELPERS)
 CODELETS.update(RANDOM_CODELETS)
+
+# CumSum and ScatterReduce (poplar_scan.py).
+from .poplar_scan import SCAN_CODELETS, SCAN_HELPERS  # noqa: E402
+
+HELPERS.update(SCAN_HELPERS)
+CODELETS.update(SCAN_CODELETS)

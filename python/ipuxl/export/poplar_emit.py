@@ -98,7 +98,8 @@ class PoplarEmitter:
     model; ``weights``: ``{Variable: array}`` overriding initial values."""
 
     def __init__(self, ir, mapping: Optional[dict] = None, weights: Optional[dict] = None,
-                 tiles_per_ipu: int = 1472, num_ipus: int = 1, version: str = "ipu2"):
+                 tiles_per_ipu: int = 1472, num_ipus: int = 1, version: str = "ipu2",
+                 num_io_tiles: int = 0):
         from ..lowering import lower
 
         self.ir = ir
@@ -106,6 +107,9 @@ class PoplarEmitter:
         self.mapping = mapping or {}
         self.weights = {id(k): v for k, v in (weights or {}).items()}
         self.tiles_per_ipu, self.num_ipus, self.version = tiles_per_ipu, num_ipus, version
+        self.num_io_tiles = int(num_io_tiles)
+        self.placed: Dict[int, Optional[str]] = {}  # id(tensor) -> the tile set it was put on
+        self.function_buffers: set = set()     # F[] slots given a FunctionBuffer
         self.replicas = int(self.prog.replicas)
         self.index: Dict[int, int] = {}        # id(tensor) -> T[] slot
         self.lines: List[str] = []             # the body being written
@@ -174,6 +178,8 @@ class PoplarEmitter:
             from .poplar_host import _elements_mapping
 
             ipu, base, size, first, count, per = _elements_mapping(m, t.dtype.itemsize)
+            if self.num_io_tiles:
+                self.placed[id(t)] = "io" if base == 0 else "compute"
             self.line(f"ipuxl_export::mapRun(graph, {ref}, {self.tiles_per_ipu}, {ipu}, {base}, "
                       f"{size}, {first}, {count}, {per});")
             self.model_mapped += 1
@@ -228,31 +234,11 @@ class PoplarEmitter:
         self.line(f"// {e.type} {e.name}")
         if kind in ("call", "repeat", "if"):
             self.emit_control(e)
-        elif kind == "host_load":
-            s = self.stream(e.stream)
-            out = e.outputs[0]
-            ref = self.new_variable(out)
-            self.line(f"prog.add(poplar::program::Copy({s}, {ref}));")
-        elif kind == "host_store":
-            s = self.stream(e.stream)
-            self.line(f"prog.add(poplar::program::Copy({self.t(e.inputs[0])}, {s}));")
-        elif kind == "remote_load":
-            rb = self.remote_buffer(e.remote_buffer)
-            dst, off = e.inputs[0], e.inputs[1]
-            if dst is None:
-                ref = self.new_variable(e.outputs[0])
-            else:
-                ref = self.t(dst)
-                self.alias(e.outputs[0], dst)
-            self.line(f"prog.add(poplar::program::Copy({rb}, {ref}, "
-                      f"ipuxl_export::offsetOf(graph, {self.t(off)}, prog)));")
-            self.helpers.add("offsetOf")
-        elif kind == "remote_store":
-            rb = self.remote_buffer(e.remote_buffer)
-            src, off = e.inputs[0], e.inputs[1]
-            self.line(f"prog.add(poplar::program::Copy({self.t(src)}, {rb}, "
-                      f"ipuxl_export::offsetOf(graph, {self.t(off)}, prog)));")
-            self.helpers.add("offsetOf")
+        elif kind in ("host_load", "host_store", "remote_load", "remote_store"):
+            start = len(self.lines)
+            self._data_movement(e)
+            if self._own_graphs():
+                self._on_ipu_graph(e, start)
         elif kind == "ipu_copy":
             src, out = e.inputs[0], e.outputs[0]
             dst_ipu = int(getattr(out, "_ipu", 0) or 0)
@@ -262,7 +248,7 @@ class PoplarEmitter:
         elif kind in ("collective", "kernel"):
             start = len(self.lines)
             (poplar_ops.emit_collective if kind == "collective" else poplar_ops.emit_kernel)(self, e)
-            if self.num_ipus > 1:
+            if self._own_graphs() and not (kind == "kernel" and poplar_ops.whole_graph(e)):
                 self._on_ipu_graph(e, start)
         else:
             raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) of kind {kind!r} "
@@ -334,21 +320,90 @@ class PoplarEmitter:
         return {k for k, t in enumerate(outs)
                 if root(t) not in inputs and sum(o is t for o in outs) == 1}
 
+
+    def _data_movement(self, e) -> None:
+        """Host and remote-buffer transfers: Copy to / from the stream or buffer."""
+        kind = e.kind
+        if kind == "host_load":
+            s = self.stream(e.stream)
+            out = e.outputs[0]
+            ref = self.new_variable(out)
+            self.line(f"prog.add(poplar::program::Copy({s}, {ref}));")
+        elif kind == "host_store":
+            s = self.stream(e.stream)
+            self.line(f"prog.add(poplar::program::Copy({self.t(e.inputs[0])}, {s}));")
+        elif kind == "remote_load":
+            rb = self.remote_buffer(e.remote_buffer)
+            dst, off = e.inputs[0], e.inputs[1]
+            if dst is None:
+                ref = self.new_variable(e.outputs[0])
+            else:
+                ref = self.t(dst)
+                self.alias(e.outputs[0], dst)
+            self.line(f"prog.add(poplar::program::Copy({rb}, {ref}, "
+                      f"ipuxl_export::offsetOf(graph, {self.t(off)}, prog)));")
+            self.helpers.add("offsetOf")
+        elif kind == "remote_store":
+            rb = self.remote_buffer(e.remote_buffer)
+            src, off = e.inputs[0], e.inputs[1]
+            self.line(f"prog.add(poplar::program::Copy({self.t(src)}, {rb}, "
+                      f"ipuxl_export::offsetOf(graph, {self.t(off)}, prog)));")
+            self.helpers.add("offsetOf")
+
+    def tile_set_of(self, t) -> Optional[str]:
+        """``"io"`` / ``"compute"``: the tile set ``t`` was put on (by the
+        model's mapping, or by the graph its op was built on), else the one
+        the IPU model maps it to; None: unknown, or no IO tiles."""
+        if id(t) in self.placed:
+            return self.placed[id(t)]
+        m = self.model_mapping(t)
+        if m is None or self.num_io_tiles == 0:
+            return None
+        return "io" if m[1] == 0 else "compute"
+
+    def _own_graphs(self) -> bool:
+        """Ops are built on a virtual graph of their tiles: with several IPUs
+        or with IO tiles."""
+        return self.num_ipus > 1 or self.num_io_tiles > 0
+
     def _on_ipu_graph(self, e, start: int) -> None:
         """Puts the lines of op ``e`` (from ``start``) in a block where
-        ``graph`` is the virtual graph of the op's IPU's tiles, as PopART
-        builds each op on its IPU's graph, so the tensors PopLibs creates
-        for it live on that IPU. Mappings the model gives stay absolute
-        (``topGraph``). IO tile sets get no graph of their own: the model
-        places some of their ops' inputs on the compute tiles, which an IO
-        tiles' graph cannot map."""
+        ``graph`` is the virtual graph of the op's tiles, as PopART builds
+        each op on the graph of its IPU and tile set (``getVirtualGraph(id,
+        TileSet)``), so the tensors PopLibs creates for it live there. With
+        IO tiles, an IPU's tiles ``[0, num_io_tiles)`` are its IO tiles' graph
+        and the rest its compute tiles' graph (the IPU model's layout,
+        ``poplar_host.mapping_of``). Mappings the model gives stay absolute
+        (``mapRun`` on ``topGraph``): the model may place an input of an IO
+        tile op (a loop counter) on the compute tiles; an op with an input
+        known to be on the other tile set is built on the IPU's graph, and
+        remote buffer offsets are cast on ``topGraph``."""
         ts = [t for t in list(e.outputs) + list(e.inputs) if t is not None]
         ipu = int(getattr(ts[0], "_ipu", 0) or 0) if ts else 0
         lo, hi = ipu * self.tiles_per_ipu, (ipu + 1) * self.tiles_per_ipu
+        what = f"IPU {ipu}'s tiles"
+        tile_set = None
+        if self.num_io_tiles > 0 and not poplar_ops.crosses_tile_sets(e) and any(
+                self.tile_set_of(t) not in (None, e.tile_set) for t in e.inputs if t is not None):
+            # An input the model keeps on the other tile set (a loop counter):
+            # PopLibs could not read it on this set's graph; the IPU's graph.
+            what += f" (an input off the {e.tile_set} tiles)"
+        elif self.num_io_tiles > 0:
+            tile_set = e.tile_set
+            if e.tile_set == "io":
+                hi, what = lo + self.num_io_tiles, f"IPU {ipu}'s IO tiles"
+            else:
+                lo, what = lo + self.num_io_tiles, f"IPU {ipu}'s compute tiles"
+        for t in e.outputs:
+            if t is not None:
+                self.placed.setdefault(id(t), tile_set)
+        # A remote buffer offset (a loop counter on either tile set) is cast
+        # where it lives: on the top-level graph.
         body = [ln.replace("ipuxl_export::mapRun(graph,", "ipuxl_export::mapRun(topGraph,")
+                  .replace("ipuxl_export::offsetOf(graph,", "ipuxl_export::offsetOf(topGraph,")
                 for ln in self.lines[start:]]
         del self.lines[start:]
-        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // IPU {ipu}'s tiles")
+        self.lines.append(f"  {{ poplar::Graph &topGraph = graph;  // {what}")
         self.lines.append(f"    poplar::Graph graph = topGraph.createVirtualGraph({lo}, {hi});")
         self.lines.extend("  " + ln for ln in body)
         self.lines.append("    (void)topGraph; }")
@@ -603,7 +658,7 @@ class PoplarEmitter:
                  "CMakeLists.txt": cmakelists("gcl" in self.helpers)}
         if self.codelets:
             files["codelets.cpp"] = ("// Vertices for ops ipuxl's PopLibs subset has no call for.\n"
-                                     "#include <poplar/Vertex.hpp>\n#include <cmath>\n"
+                                     "#include <poplar/Vertex.hpp>\n#include <cmath>\n#include <type_traits>\n"
                                      "using namespace poplar;\n\n"
                                      + "\n".join(self.codelets[k] for k in sorted(self.codelets)))
         return files
@@ -665,7 +720,8 @@ def export_poplar(ir, out_dir: str, weights: Optional[dict] = None, profile=None
 
         profile = prof.profile_ir(ir, model)
     mapping, tiles, ipus, version = mapping_of(profile)
-    em = PoplarEmitter(ir, mapping, weights, tiles, ipus, version)
+    nio = int(profile.target.get("num_io_tiles", 0))
+    em = PoplarEmitter(ir, mapping, weights, tiles, ipus, version, num_io_tiles=nio)
     files = em.build_source(with_main=main)
     os.makedirs(out_dir, exist_ok=True)
     for name, text in files.items():

@@ -16,6 +16,7 @@ import numpy as np
 from .poplar_codelets import CODELETS, HELPERS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
+from .poplar_scan import SCAN_KERNELS
 
 __all__ = ["KERNELS", "emit_kernel", "emit_collective", "helper_source", "extra_includes"]
 
@@ -131,9 +132,25 @@ def _identity(em, e):
 def _io_tile_copy(em, e):
     """A copy to the other tile set (PopART's IoTileCopyOpx): a new
     variable with the IPU model's mapping of the copy (else linear), then a
-    Copy."""
-    ref = em.new_variable(e.outputs[0])
+    Copy. Where the model maps the copy on the source's tile set, it is
+    mapped linearly on the destination's graph instead, as PopART creates
+    it on the destination tile set's graph."""
+    out = e.outputs[0]
+    if em.tile_set_of(out) not in (None, e.tile_set):
+        from .poplar_emit import cstr, ptype, shape_lit
+
+        ref = em.define(out, f"graph.addVariable({ptype(out.dtype)}, {shape_lit(out.shape)}, "
+                             f"{cstr(out.id)})")
+        em.line(f"poputil::mapTensorLinearly(graph, {ref});")
+        em.linear_mapped.append(out.id)
+        em.placed[id(out)] = e.tile_set
+    else:
+        ref = em.new_variable(out)
     em.line(f"prog.add(poplar::program::Copy({em.t(e.inputs[0])}, {ref}));")
+
+
+# Its input is on the other tile set: that is what it copies.
+_io_tile_copy.crosses_tile_sets = True
 
 
 def _reshape(em, e):
@@ -446,8 +463,27 @@ _reductions = {"none": 0, "sum": 1, "mean": 2}
 
 
 def _remote_code_load(em, e):
-    em.line("// RemoteCodeLoad: the graph's code stays resident (poplar::FunctionBuffer is not "
-            "in ipuxl's Poplar); values are unaffected.")
+    """PopART's RemoteCodeLoadOpx (exchangex.cpp): the loaded graph's
+    Function gets one ``poplar::FunctionBuffer``
+    (``graph.addFunctionBuffer(f, FunctionBufferMappingType::REMOTE)``, the
+    mapping PopART uses for ``destination="executable"``), and each load is
+    ``Copy(buffer, f)``."""
+    g = e.code_load_graph
+    if g is None or g not in em.prog.graph_inputs:
+        raise NotImplementedError(f"Poplar export: op RemoteCodeLoad ({e.name!r}) of a graph "
+                                  "the program never calls (it has no poplar::Function)")
+    f = em.function_of(g)
+    k = f[2:-1]
+    em.helpers.add("functionBuffers")
+    if k not in em.function_buffers:
+        em.function_buffers.add(k)
+        em.line(f"ipuxl_export::FB[{k}] = graph.addFunctionBuffer({f}, "
+                "poplar::FunctionBufferMappingType::REMOTE);")
+    em.line(f"prog.add(poplar::program::Copy(ipuxl_export::FB[{k}], {f}, {_dbg(e)}));")
+
+
+# Built on the whole graph: the Function it may build first is the graph's own.
+_remote_code_load.whole_graph = True
 
 
 def _dynamic_slice(em, e):
@@ -531,8 +567,23 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
-    **NN_KERNELS, **RANDOM_KERNELS,
+    **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS,
 }
+
+
+def _emission_flag(e, flag: str) -> bool:
+    typ = e.type  # the per-op emission table, as emit_kernel reads it
+    return bool(getattr(KERNELS.get(typ), flag, False))
+
+
+def whole_graph(e) -> bool:
+    """Whether op ``e`` is built on the whole graph, never a virtual one."""
+    return _emission_flag(e, "whole_graph")
+
+
+def crosses_tile_sets(e) -> bool:
+    """Whether op ``e`` reads from the other tile set by design (IoTileCopy)."""
+    return _emission_flag(e, "crosses_tile_sets")
 
 
 def emit_kernel(em, e) -> None:
@@ -621,7 +672,10 @@ def emit_collective(em, e) -> None:
 _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "poplinConv": ["#include <poplin/ConvUtil.hpp>", "#include <poplin/Convolution.hpp>"],
              "popnnPooling": ["#include <popnn/Pooling.hpp>"],
-             "popopsTopK": ["#include <popops/TopK.hpp>"]}
+             "popopsTopK": ["#include <popops/TopK.hpp>"],
+             "cumSum": ["#include <poputil/VertexTemplates.hpp>"],
+             "scatterReduce": ["#include <limits>"],
+             "functionBuffers": ["#include <poplar/FunctionBufferMappingType.hpp>"]}
 
 
 def extra_includes(em) -> list:
