@@ -233,7 +233,8 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
 // tensor) whose last use in the caller is that call lives, as PopART's
 // LivenessAnalyzer places it in the global schedule with the call
 // expanded, until its last use inside the callee, not for the whole call.
-// Only when the call is the tensor's one binding site and its last touch,
+// Only when the call is the tensor's one site binding it to an input and
+// its last touch,
 // and the tensor is a plain storage root of the caller: the callee then
 // counts it from its entry to its last use, and the caller not during
 // the call (the held mechanism).
@@ -258,7 +259,14 @@ void Model::find_tail_owned() {
           if (d_.tensors[r].graph != g || always_live(r)) continue;
           if (g != main_ && shares_caller_storage(r) && !held_out_.count(r)) continue;
           last[r] = s;
-          if (steps[s].kind == ProgramStep::Call) ++call_touches[r];
+          // Sites binding r to a callee's input (a site binding it to an
+          // output, e.g. the load writing it, is its write, not a use).
+          auto f = by_src.find(r);
+          if (steps[s].kind == ProgramStep::Call && f != by_src.end() && steps[s].calls.size() == 1 &&
+              std::any_of(f->second.begin(), f->second.end(), [&](int cr) {
+                return d_.tensors[cr].graph == steps[s].calls[0];
+              }))
+            ++call_touches[r];
         }
       }
     for (auto& [src, s] : last) {
