@@ -262,9 +262,13 @@ void Model::find_tail_owned() {
           // Sites binding r to a callee's input (a site binding it to an
           // output, e.g. the load writing it, is its write, not a use).
           auto f = by_src.find(r);
-          if (steps[s].kind == ProgramStep::Call && f != by_src.end() && steps[s].calls.size() == 1 &&
+          // Any call, loop or branch site running a graph that binds it
+          // (a Repeat's body holds it throughout) counts.
+          if (f != by_src.end() &&
               std::any_of(f->second.begin(), f->second.end(), [&](int cr) {
-                return d_.tensors[cr].graph == steps[s].calls[0];
+                const int cg = d_.tensors[cr].graph;
+                return std::find(steps[s].calls.begin(), steps[s].calls.end(), cg) !=
+                       steps[s].calls.end();
               }))
             ++call_touches[r];
         }
