@@ -119,7 +119,8 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
         auto f = bind_src_.find(al_.root[it.group[0]]);
         if (f == bind_src_.end() || f->second.size() <= 1) {
           site_bound_.push_back(it.to);
-          if (held_out_.count(al_.root[it.group[0]])) site_held_.push_back(it.to);
+          const int cr = al_.root[it.group[0]];
+          if (held_out_.count(cr) || tail_owned_.count(cr)) site_held_.push_back(it.to);
         }
       }
       auto copies = bound_copies(n);
@@ -228,11 +229,72 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
   }
 }
 
+// A caller tensor aliased with a callee's input (AliasZeroCopy: one Poplar
+// tensor) whose last use in the caller is that call lives, as PopART's
+// LivenessAnalyzer places it in the global schedule with the call
+// expanded, until its last use inside the callee, not for the whole call.
+// Only when the call is the tensor's one site binding it to an input and
+// its last touch,
+// and the tensor is a plain storage root of the caller: the callee then
+// counts it from its entry to its last use, and the caller not during
+// the call (the held mechanism).
+void Model::find_tail_owned() {
+  tail_owned_.clear();
+  std::map<int, std::vector<int>> by_src;  // caller root -> callee roots aliased with it
+  for (auto& [cr, srcs] : bind_src_)
+    if (srcs.size() == 1 && shares_caller_storage(cr) && !held_out_.count(cr))
+      by_src[*srcs.begin()].push_back(cr);
+  if (by_src.empty()) return;
+  std::vector<int> rs;
+  for (int g : order_) {
+    std::vector<StepRec> steps;
+    flatten(body_of(g), steps, -1);
+    std::unordered_map<int, int> last, call_touches;
+    for (int s = 0; s < (int)steps.size(); ++s)
+      for (int t : steps[s].touched) {
+        if (t < 0) continue;
+        rs.clear();
+        storage_roots(t, rs);
+        for (int r : rs) {
+          if (d_.tensors[r].graph != g || always_live(r)) continue;
+          if (g != main_ && shares_caller_storage(r) && !held_out_.count(r)) continue;
+          last[r] = s;
+          // Sites binding r to a callee's input (a site binding it to an
+          // output, e.g. the load writing it, is its write, not a use).
+          auto f = by_src.find(r);
+          // Any call, loop or branch site running a graph that binds it
+          // (a Repeat's body holds it throughout) counts.
+          if (f != by_src.end() &&
+              std::any_of(f->second.begin(), f->second.end(), [&](int cr) {
+                const int cg = d_.tensors[cr].graph;
+                return std::find(steps[s].calls.begin(), steps[s].calls.end(), cg) !=
+                       steps[s].calls.end();
+              }))
+            ++call_touches[r];
+        }
+      }
+    for (auto& [src, s] : last) {
+      auto f = by_src.find(src);
+      if (f == by_src.end() || call_touches[src] != 1) continue;
+      const StepRec& st = steps[s];
+      if (st.kind != ProgramStep::Call || st.calls.size() != 1 || !view_parts_[src].empty()) continue;
+      std::vector<int> hit;
+      for (int cr : f->second)
+        if (d_.tensors[cr].graph == st.calls[0]) hit.push_back(cr);
+      if (hit.size() != 1) continue;
+      const auto& in = d_.graphs[st.calls[0]].inputs;
+      if (std::none_of(in.begin(), in.end(), [&](int t) { return al_.root[t] == hit[0]; })) continue;
+      tail_owned_.insert(hit[0]);
+    }
+  }
+}
+
 void Model::liveness_and_cycles() {
   const size_t ng = d_.graphs.size();
   peak_.assign(ng, {});
   peak_list_.assign(ng, {});
   gcycles_.assign(ng, 0);
+  find_tail_owned();  // flattens (step cycles read gcycles_, not used here)
   std::vector<double> cur(T_), step(T_);
   for (int g : order_) {
     std::vector<StepRec> steps;
@@ -248,7 +310,8 @@ void Model::liveness_and_cycles() {
       storage_roots(t, rs);
       for (int r : rs) {
         if (d_.tensors[r].graph != g || always_live(r)) continue;
-        if (g != main_ && shares_caller_storage(r) && !held_out_.count(r)) continue;
+        if (g != main_ && shares_caller_storage(r) && !held_out_.count(r) && !tail_owned_.count(r))
+          continue;
         auto it = span.find(r);
         if (it == span.end()) span.emplace(r, std::make_pair(s, s));
         else it->second.second = std::max(it->second.second, s);
@@ -261,7 +324,10 @@ void Model::liveness_and_cycles() {
     // allocated once"); an output aliased with its caller's tensor
     // (held_out_) only from the op writing it.
     if (g != main_) {
-      for (int t : gd.inputs) touch(t, 0), touch(t, std::max(0, S - 1));
+      for (int t : gd.inputs) {
+        touch(t, 0);
+        if (!tail_owned_.count(al_.root[t])) touch(t, std::max(0, S - 1));
+      }
       for (int t : gd.outputs) {
         if (!held_out_.count(al_.root[t])) touch(t, 0);
         touch(t, std::max(0, S - 1));

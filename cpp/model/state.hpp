@@ -324,6 +324,7 @@ class Model {
   // by the caller at the call step, not again inside the callee.
   bool shares_caller_storage(int root) const;
   void liveness_and_cycles();
+  void find_tail_owned();
 
   // ---- state
   const ProgramDesc& d_;
@@ -373,6 +374,7 @@ class Model {
   std::vector<int> site_bound_;                      // flatten: caller tensors bound at this site
   std::set<int> held_out_;        // callee output roots aliased with their caller's (counted by the callee)
   std::vector<int> site_held_;    // flatten: caller tensors bound to held_out_ roots at this site
+  std::set<int> tail_owned_;      // callee input roots aliased with a caller tensor that dies at the call
 };
 
 }  // namespace model
