@@ -384,24 +384,32 @@ bool uses_small_k_path(bool trans_a, bool trans_b, int64_t N, int64_t K) {
   return small_k_path(trans_a, trans_b, N, K, impl().W);
 }
 
+// The FMA loop's iteration count for about `seconds` of `now` (a clock in
+// seconds): grown 4x at a time until one run is long enough to time.
+template <class Clock>
+static int64_t calibrated_iters(int level, double seconds, Clock now) {
+  float sink = 0.0f;
+  int64_t iters = 1 << 16;
+  for (;;) {
+    const double t0 = now();
+    fma_loop(level, iters, &sink);
+    const double dt = now() - t0;
+    if (dt > 0.02 || iters > (int64_t{1} << 40))
+      return std::max<int64_t>(1, (int64_t)((double)iters * seconds / dt));
+    iters *= 4;
+  }
+}
+
 double fma_peak_gflops(int level, int threads, double seconds) {
   bool ok = false;
   for (isa::Level l : isa::supported()) ok = ok || (int)l == level;
   if (!ok) throw std::invalid_argument("fma_peak: this CPU does not support that level");
   threads = std::max(threads, 1);
-  float sink = 0.0f;
   // Calibrate: iterations for about `seconds` on one thread.
-  int64_t iters = 1 << 16;
-  for (;;) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fma_loop(level, iters, &sink);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (dt > 0.02 || iters > (int64_t{1} << 40)) {
-      iters = std::max<int64_t>(1, (int64_t)((double)iters * seconds / dt));
-      break;
-    }
-    iters *= 4;
-  }
+  const int64_t iters = calibrated_iters(level, seconds, [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  });
   // Best of three: every thread runs the same loop at once (own threads, not
   // the pool, so that none is left waiting for a descheduled worker).
   double best = 0.0;
@@ -444,17 +452,7 @@ double fma_peak_cpu_gflops(int level, double seconds) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
   };
   float sink = 0.0f;
-  int64_t iters = 1 << 16;
-  for (;;) {
-    const double t0 = cpu_now();
-    fma_loop(level, iters, &sink);
-    const double dt = cpu_now() - t0;
-    if (dt > 0.02 || iters > (int64_t{1} << 40)) {
-      iters = std::max<int64_t>(1, (int64_t)((double)iters * seconds / dt));
-      break;
-    }
-    iters *= 4;
-  }
+  const int64_t iters = calibrated_iters(level, seconds, cpu_now);
   double best = 0.0;
   for (int rep = 0; rep < 3; ++rep) {
     const double t0 = cpu_now();
