@@ -29,4 +29,7 @@ poplar::program::Program calcAccuracy(poplar::Graph &graph, const poplar::Tensor
 /// The index of the largest element of each row of a [batch, classes] tensor (UNSIGNED_INT [batch]).
 poplar::Tensor argMax(poplar::Graph &graph, const poplar::Tensor &input, poplar::program::Sequence &prog,
                       const poplar::DebugContext &dc = {});
+/// The index of the smallest element of each row of a [batch, classes] tensor (UNSIGNED_INT [batch]).
+poplar::Tensor argMin(poplar::Graph &graph, const poplar::Tensor &input, poplar::program::Sequence &prog,
+                      const poplar::DebugContext &dc = {});
 } // namespace popnn

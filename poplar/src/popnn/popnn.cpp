@@ -110,7 +110,9 @@ public:
   }
 };
 
-class ArgMaxVertex : public poplar::Vertex {
+/// The index of each row's largest (Min: smallest) element, the first one
+/// on ties.
+template <bool Min> class ArgExtremeVertex : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<AnyElem>> in;
   poplar::Output<poplar::Vector<AnyElem>> out;
@@ -120,10 +122,10 @@ public:
     std::size_t rows = out.size();
     for (std::size_t r = 0; r < rows; ++r) {
       std::size_t best = 0;
-      double bv = -std::numeric_limits<double>::infinity();
+      double bv = Min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
       for (std::size_t c = 0; c < p.classes; ++c) {
         double v = load(p.probCode, reinterpret_cast<const char *>(in.data()) + (r * p.classes + c) * sizeOf(p.probCode));
-        if (v > bv) { bv = v; best = c; }
+        if (Min ? v < bv : v > bv) { bv = v; best = c; }
       }
       store(p.outCode, reinterpret_cast<char *>(out.data()) + r * sizeOf(p.outCode), static_cast<double>(best));
     }
@@ -184,7 +186,8 @@ void addCodelets(poplar::Graph &graph) {
   using S = SoftmaxRowVertex;
   using L = LossVertex;
   using A = AccuracyVertex;
-  using M = ArgMaxVertex;
+  using M = ArgExtremeVertex<false>;
+  using N = ArgExtremeVertex<true>;
   popops::ipuxl::registerBuiltins(
       graph, {describe<S>("popnn::ipuxl::SoftmaxRow", {field("in", &S::in), field("out", &S::out), field("plan", &S::plan)}),
               describe<L>("popnn::ipuxl::Loss", {field("probs", &L::probs), field("labels", &L::labels),
@@ -192,7 +195,8 @@ void addCodelets(poplar::Graph &graph) {
                                                  field("plan", &L::plan)}),
               describe<A>("popnn::ipuxl::Accuracy", {field("probs", &A::probs), field("labels", &A::labels),
                                                      field("numCorrect", &A::numCorrect), field("plan", &A::plan)}),
-              describe<M>("popnn::ipuxl::ArgMax", {field("in", &M::in), field("out", &M::out), field("plan", &M::plan)})});
+              describe<M>("popnn::ipuxl::ArgMax", {field("in", &M::in), field("out", &M::out), field("plan", &M::plan)}),
+              describe<N>("popnn::ipuxl::ArgMin", {field("in", &N::in), field("out", &N::out), field("plan", &N::plan)})});
 }
 
 namespace pe = popops::expr;
@@ -357,15 +361,19 @@ poplar::program::Program calcLoss(poplar::Graph &g, const poplar::Tensor &probs,
   return s;
 }
 
-poplar::Tensor argMax(poplar::Graph &g, const poplar::Tensor &in, poplar::program::Sequence &prog,
-                      const poplar::DebugContext &dc) {
-  popops::ipuxl::requireCodelets(g, "popnn::ipuxl::ArgMax", "popnn");
-  if (in.rank() != 2) throw poputil::poplibs_error("popnn::argMax: needs [batch, classes], got " + in.shapeToString());
-  poplar::Tensor out = g.addVariable(poplar::UNSIGNED_INT, {in.dim(0)}, poplar::DebugContext(dc, "argMax"));
+namespace {
+poplar::Tensor argExtreme(poplar::Graph &g, const poplar::Tensor &in, poplar::program::Sequence &prog,
+                          const poplar::DebugContext &dc, bool min) {
+  const std::string fn = min ? "argMin" : "argMax";
+  const char *vertex = min ? "popnn::ipuxl::ArgMin" : "popnn::ipuxl::ArgMax";
+  popops::ipuxl::requireCodelets(g, vertex, "popnn");
+  if (in.rank() != 2) throw poputil::poplibs_error("popnn::" + fn + ": needs [batch, classes], got " + in.shapeToString());
+  if (in.dim(1) == 0) throw poputil::poplibs_error("popnn::" + fn + ": needs at least one class, got " + in.shapeToString());
+  poplar::Tensor out = g.addVariable(poplar::UNSIGNED_INT, {in.dim(0)}, poplar::DebugContext(dc, fn));
   g.setTileMapping(out, firstTile(g, in));
   auto *plan = new ArgPlan{in.elementType().ipuxlCode(), 0, poplar::ipuxl_detail::T_UNSIGNED_INT, in.dim(1)};
-  poplar::ComputeSet cs = g.addComputeSet(poplar::DebugContext(dc, "argMax"));
-  auto v = g.addVertex(cs, "popnn::ipuxl::ArgMax");
+  poplar::ComputeSet cs = g.addComputeSet(poplar::DebugContext(dc, fn));
+  auto v = g.addVertex(cs, vertex);
   g.connect(v["in"], in.flatten());
   g.connect(v["out"], out);
   g.setInitialValue(v["plan"], popops::ipuxl::keepPlan(plan));
@@ -373,6 +381,17 @@ poplar::Tensor argMax(poplar::Graph &g, const poplar::Tensor &in, poplar::progra
   g.setPerfEstimate(v, 30 + 2 * in.numElements());
   prog.add(poplar::program::Execute(cs));
   return out;
+}
+} // namespace
+
+poplar::Tensor argMax(poplar::Graph &g, const poplar::Tensor &in, poplar::program::Sequence &prog,
+                      const poplar::DebugContext &dc) {
+  return argExtreme(g, in, prog, dc, false);
+}
+
+poplar::Tensor argMin(poplar::Graph &g, const poplar::Tensor &in, poplar::program::Sequence &prog,
+                      const poplar::DebugContext &dc) {
+  return argExtreme(g, in, prog, dc, true);
 }
 
 } // namespace popnn

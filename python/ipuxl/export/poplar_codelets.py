@@ -379,3 +379,8 @@ from .poplar_scan import SCAN_CODELETS, SCAN_HELPERS  # noqa: E402
 
 HELPERS.update(SCAN_HELPERS)
 CODELETS.update(SCAN_CODELETS)
+
+# Gather, arg-extrema, one-hot and the norm-like reductions (poplar_index.py).
+from .poplar_index import INDEX_HELPERS  # noqa: E402
+
+HELPERS.update(INDEX_HELPERS)

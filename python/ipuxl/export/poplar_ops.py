@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .poplar_codelets import CODELETS, HELPERS
+from .poplar_index import INDEX_KERNELS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
 from .poplar_scan import SCAN_KERNELS
@@ -567,7 +568,7 @@ KERNELS = {
     "NlllWithSoftmaxGradDirect": _nll_softmax_grad, "Nll": _nll_softmax_grad, "RemoteCodeLoad": _remote_code_load,
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
-    **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS,
+    **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS, **INDEX_KERNELS,
 }
 
 
@@ -675,6 +676,8 @@ _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "popopsTopK": ["#include <popops/TopK.hpp>"],
              "cumSum": ["#include <poputil/VertexTemplates.hpp>"],
              "scatterReduce": ["#include <limits>"],
+             "argExtreme": ["#include <popnn/Loss.hpp>"],
+             "oneHotAxis": ["#include <popops/Encoding.hpp>"],
              "functionBuffers": ["#include <poplar/FunctionBufferMappingType.hpp>"]}
 
 
