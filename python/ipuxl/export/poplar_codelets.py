@@ -384,3 +384,8 @@ CODELETS.update(SCAN_CODELETS)
 from .poplar_index import INDEX_HELPERS  # noqa: E402
 
 HELPERS.update(INDEX_HELPERS)
+
+# popxl-addons' custom ops (poplar_addons.py).
+from .poplar_addons import ADDONS_HELPERS  # noqa: E402
+
+HELPERS.update(ADDONS_HELPERS)

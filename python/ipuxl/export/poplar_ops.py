@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .poplar_codelets import CODELETS, HELPERS
+from .poplar_addons import ADDONS_KERNELS
 from .poplar_index import INDEX_KERNELS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
@@ -569,6 +570,7 @@ KERNELS = {
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
     **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS, **INDEX_KERNELS,
+    **ADDONS_KERNELS,
 }
 
 
