@@ -106,3 +106,38 @@ def test_lamb_square_and_subsample_roundtrip(tmp_path):
     np.testing.assert_allclose(got["y"], oracle, rtol=1e-6)
     np.testing.assert_array_equal(got["y"][:-1], want["y"][:-1])
     np.testing.assert_allclose(got["y"][-1], want["y"][-1], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_identical_inputs_all_reduce_and_its_gradient(tmp_path):
+    """popxl-addons' tensor-parallel pair on two replicas: the identical-
+    inputs all-reduce is an identity forward whose gradient all-reduces;
+    autodiff of y = allreduce_identical_inputs(x) * w gives the gradient
+    of x as the all-reduce of g * w over the group."""
+    from ipuxl.addons.ops.replicated_strided_collectives import (
+        replicated_all_reduce_strided_identical_inputs as identical_inputs)
+
+    ir = popxl.Ir(replication=2)
+    main = ir.main_graph
+    with main:
+        xs = popxl.h2d_stream((3,), popxl.float32, name="x")
+        gs = popxl.h2d_stream((3,), popxl.float32, name="g")
+        x, g = ops.host_load(xs, "x"), ops.host_load(gs, "g")
+        w = popxl.variable(np.array([1.0, -2.0, 0.5], np.float32), name="w")
+        fwd = ir.create_graph(lambda a, b: identical_inputs(a) * b, x, w)
+        bwd = popxl.transforms.autodiff(fwd)
+        info = ops.call_with_info(fwd, x, w)
+        y = info.outputs[0]
+        dx = ops.call(bwd.graph, g, inputs_dict=bwd.inputs_dict(info))[0]
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+        ops.host_store(popxl.d2h_stream(dx.shape, dx.dtype, name="dx"), dx)
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, 3)).astype(np.float32)
+    g = rng.normal(size=(2, 3)).astype(np.float32)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x, gs: g})
+    assert "gcl::allReduceCrossReplica(" in src
+    wv = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(got["y"], x * wv, rtol=1e-6)                 # identity forward
+    for r in range(2):
+        np.testing.assert_allclose(got["dx"][r], (g * wv).sum(0), rtol=1e-6)  # all-reduced gradient
+    np.testing.assert_allclose(got["dx"], want["dx"], rtol=1e-6)

@@ -555,7 +555,10 @@ KERNELS = {
     "IsInf": _expr_unary("popops::expr::UnaryOp(popops::expr::UnaryOpType::IS_INF, "
                          "popops::expr::_1)"),
     "Clip": _clip,
-    "Identity": _identity, "Detach": _identity, "DetachInplace": _identity, "IoTileCopy": _io_tile_copy,
+    "Identity": _identity, "Detach": _identity,
+    # popxl-addons' identicalInputs all-reduce: an identity forward, whose
+    # gradient (ReplicatedAllReduceIdenticalGradInputs) is the all-reduce
+    "ReplicatedAllReduceIdenticalInputs": _identity, "DetachInplace": _identity, "IoTileCopy": _io_tile_copy,
     "Reshape": _reshape, "ReshapeInplace": _reshape,
     "Transpose": _transpose, "TransposeInplace": _transpose,
     "Slice": _slice, "SliceInplace": _slice, "Concat": _concat, "ConcatInplace": _concat,
@@ -660,7 +663,9 @@ def emit_collective(em, e) -> None:
     if typ == "ReplicatedAllReduceInplace":
         em.line(f"gcl::allReduceInPlaceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)});")
         em.alias(out, e.inputs[0])
-    elif typ == "ReplicatedAllReduce":
+    elif typ in ("ReplicatedAllReduce", "ReplicatedAllReduceIdenticalGradInputs"):
+        # popxl-addons' identicalGradInputs form reduces in the forward; its
+        # gradient is ReplicatedAllReduceIdenticalInputs, an identity
         em.define(out, f"gcl::allReduceCrossReplica(graph, {x}, {cop}, prog, {g}{_dbg(e)})")
     elif typ == "ReplicatedAllGather":
         em.define(out, f"gcl::allGatherCrossReplica(graph, {x}, prog, {g}{_dbg(e)})"
