@@ -341,3 +341,30 @@ def test_topk_gradient_scatters(tmp_path):
     order = np.argsort(-w0, axis=1, kind="stable")[:, :3]
     np.put_along_axis(ref, order, cv, axis=1)
     np.testing.assert_array_equal(got["dw"], ref)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retrieval", ["one_per_group", "all_replicas"])
+def test_variables_of_several_replica_groups(retrieval, tmp_path):
+    """Four replicas, a variable with one value per group of two (host data
+    (2, 3), as PopXL holds it): each replica starts from its group's row and
+    adds its own input; the saved weights are the first replica of each
+    group, or every replica's value for retrieval_mode="all_replicas", as
+    Session.get_tensors_data returns them."""
+    ir = popxl.Ir(replication=4)
+    init = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], np.float32)
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        rg = ir.replica_grouping(group_size=2)  # groups {0, 1}, {2, 3}
+        w = popxl.variable(init, name="w", replica_grouping=rg, retrieval_mode=retrieval)
+        ops.var_updates.accumulate_(w, x)
+        ops.host_store(popxl.d2h_stream(w.shape, w.dtype, name="y"), w + 0.0)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    got, got_w, want, want_w, _, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    per_replica = init[[0, 0, 1, 1]] + x  # NumPy
+    np.testing.assert_array_equal(got["y"], per_replica)
+    oracle = per_replica if retrieval == "all_replicas" else per_replica[[0, 2]]
+    np.testing.assert_array_equal(got_w["w"], oracle)
+    np.testing.assert_array_equal(got_w["w"], want_w["w"])
+    np.testing.assert_array_equal(got["y"], want["y"])

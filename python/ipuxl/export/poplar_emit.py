@@ -111,6 +111,8 @@ class PoplarEmitter:
         self.placed: Dict[int, Optional[str]] = {}  # id(tensor) -> the tile set it was put on
         self.function_buffers: set = set()     # F[] slots given a FunctionBuffer
         self.replicas = int(self.prog.replicas)
+        #: id(variable) -> the row of its stored value each replica reads (None: one row)
+        self.weight_rows: Dict[int, Optional[List[int]]] = {}
         self.index: Dict[int, int] = {}        # id(tensor) -> T[] slot
         self.lines: List[str] = []             # the body being written
         self.functions: List[str] = []         # C++ functions of graph bodies
@@ -550,6 +552,10 @@ class PoplarEmitter:
             if isinstance(t, Variable) and t._remote is not None:
                 rb, entry, _ = t._remote
                 key = f"remote/{t.id}"
+                if t.shape_on_host != t.shape:
+                    raise NotImplementedError(
+                        f"Poplar export: remote variable {t.id!r} with "
+                        f"{t.replica_grouping.num_groups} replica groups (one value per group)")
                 if tuple(rb.tensor_shape) != tuple(t.shape):
                     self.remote_shards[key] = self._shards_of(t, rb)
                 self.data[key] = self._value(t)
@@ -581,11 +587,23 @@ class PoplarEmitter:
         return size
 
     def _value(self, t) -> np.ndarray:
+        """The host value of variable ``t``: its shape, ``(groups, *shape)``
+        for a variable of several replica groups (``shape_on_host``), or
+        ``(replicas, *shape)`` where the weights given hold every replica's
+        value (an ``all_replicas`` variable read back from a Session). The
+        row each replica reads is kept in ``weight_rows``."""
+        from .poplar_host import replica_groups
+
         v = self.weights.get(id(t))
         if v is None:
             v = t._host_data
-        return np.ascontiguousarray(np.asarray(v).astype(t.dtype.as_numpy(), copy=False)
-                                    .reshape(t.shape))
+        v = np.asarray(v).astype(t.dtype.as_numpy(), copy=False)
+        n = int(np.prod(t.shape, dtype=np.int64))
+        if self.replicas > 1 and v.size == n * self.replicas and v.size != int(np.prod(t.shape_on_host)):
+            self.weight_rows[id(t)] = list(range(self.replicas))
+            return np.ascontiguousarray(v.reshape((self.replicas, *t.shape)))
+        self.weight_rows[id(t)] = replica_groups(t, self.replicas) if self.replicas > 1 else None
+        return np.ascontiguousarray(v.reshape(t.shape_on_host))
 
     def _assemble(self, decl_lines, main_lines, weights, with_main) -> Dict[str, str]:
         stream_lines, stream_meta = [], []

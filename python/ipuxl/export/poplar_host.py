@@ -11,13 +11,31 @@ program) and out through one device-to-host FIFO each; each input stream
 is fed from its ``(num_host_transfers?, replicas?, *shape)`` array, item
 ``(transfer % num_host_transfers, replica)`` per transfer, and each output
 stream's items are written into an array of that shape, as ``Session.run``
-reads and writes its arrays.
+reads and writes its arrays. A variable with several replica groups is
+stored ``(groups, *shape)`` as PopXL holds it on the host; each replica
+reads its group's row, and the saved weights are the first replica of each
+group (every replica for ``retrieval_mode="all_replicas"``), as
+``Session.get_tensors_data`` returns them.
 """
 from typing import Dict, Tuple
 
 import numpy as np
 
-__all__ = ["mapping_of", "host_side"]
+__all__ = ["mapping_of", "host_side", "replica_groups"]
+
+
+def replica_groups(t, replicas: int):
+    """The host group of each replica for variable ``t`` (a list, index:
+    replica), or None when every replica gets the same value (Session's
+    rule)."""
+    rg = t.replica_grouping
+    if rg is None or rg.num_groups <= 1:
+        return None
+    groups = list(rg.assignment)
+    if len(groups) != replicas:
+        raise NotImplementedError(f"Poplar export: variable {t.id!r}: its replica grouping covers "
+                                  f"{len(groups)} replicas, the program runs {replicas}")
+    return groups
 
 
 def mapping_of(profile) -> Tuple[Dict[tuple, tuple], int, int, str]:
@@ -80,19 +98,25 @@ def host_side(em, stream_meta, weights) -> str:
         n = int(np.prod(t.shape, dtype=np.int64))
         descr = em_descr(t.dtype)
         key = em_cstr(t.id)
-        lines.append(f"  {{ const HostArray &a = lookup(weights, {key}, {em_cstr(descr)}, {n}, path);")
-        lines.append(f"    auto &out = buffers.bytes[{key}]; out.assign(a.data.size(), 0);")
         if rep:
+            groups = em.weight_rows.get(id(t))
+            total = n * (max(groups) + 1 if groups else 1)
+            nbytes = n * t.dtype.itemsize
+            lines.append(f"  {{ const HostArray &a = lookup(weights, {key}, {em_cstr(descr)}, {total}, path);")
+            if groups:  # replica r reads its group's value: row groups[r] of (groups, *shape)
+                lines.append("    static const unsigned group[] = {" + ", ".join(map(str, groups)) + "};")
+            offset = f" + group[r] * {nbytes}u" if groups else ""
             lines.append("    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) {")
             lines.append(f"      engine.connectStream({em_cstr('weights_from_host/' + t.id)}, r, "
-                         "const_cast<char *>(a.data.data()));")
-            lines.append(f"      auto &dst = r == 0 ? out : buffers.bytes[std::string({key}) + "
-                         "\"#\" + std::to_string(r)];")
-            lines.append("      dst.resize(a.data.size());")
+                         f"const_cast<char *>(a.data.data()){offset});")
+            lines.append(f"      auto &dst = buffers.bytes[std::string({key}) + \"#\" + std::to_string(r)];")
+            lines.append(f"      dst.assign({nbytes}u, 0);")
             lines.append(f"      engine.connectStream({em_cstr('weights_to_host/' + t.id)}, r, "
                          "dst.data());")
             lines.append("    } }")
         else:
+            lines.append(f"  {{ const HostArray &a = lookup(weights, {key}, {em_cstr(descr)}, {n}, path);")
+            lines.append(f"    auto &out = buffers.bytes[{key}]; out.assign(a.data.size(), 0);")
             lines.append(f"    engine.connectStream({em_cstr('weights_from_host/' + t.id)}, "
                          "const_cast<char *>(a.data.data()));")
             lines.append(f"    engine.connectStream({em_cstr('weights_to_host/' + t.id)}, "
@@ -122,8 +146,27 @@ def host_side(em, stream_meta, weights) -> str:
               "  using namespace ipuxl_export;", "  (void)engine;",
               "  std::vector<std::pair<std::string, HostArray>> out;"]
     for t in weights:
-        lines.append(f"  {{ HostArray a = weights.at({em_cstr(t.id)}); a.data = "
-                     f"buffers.bytes.at({em_cstr(t.id)}); out.emplace_back({em_cstr(t.id)}, a); }}")
+        key = em_cstr(t.id)
+        if not rep:
+            lines.append(f"  {{ HostArray a = weights.at({key}); a.data = "
+                         f"buffers.bytes.at({key}); out.emplace_back({key}, a); }}")
+            continue
+        # as Session.get_tensors_data: the first replica of each group, or
+        # every replica for an all_replicas variable of groups larger than one
+        groups = replica_groups(t, em.replicas)
+        rg = t.replica_grouping
+        if t.retrieval_mode == "all_replicas" and rg is not None and rg.group_size > 1:
+            srcs, shape = list(range(em.replicas)), [em.replicas, *t.shape]
+        elif groups:
+            srcs, shape = [groups.index(g) for g in range(max(groups) + 1)], [max(groups) + 1, *t.shape]
+        else:
+            srcs, shape = [0], list(t.shape)
+        lines.append(f"  {{ HostArray a = weights.at({key}); a.shape = {{"
+                     + ", ".join(str(int(d)) for d in shape) + "}; a.data.clear();")
+        lines.append("    for (unsigned r : {" + ", ".join(f"{r}u" for r in srcs) + "}) { const auto &b = "
+                     f"buffers.bytes.at(std::string({key}) + \"#\" + std::to_string(r)); "
+                     "a.data.insert(a.data.end(), b.begin(), b.end()); }")
+        lines.append(f"    out.emplace_back({key}, a); }}")
     for rb, entry, key, t in em.remote_vars:
         if key in em.remote_shards:
             size = em.remote_shards[key] * t.dtype.itemsize
