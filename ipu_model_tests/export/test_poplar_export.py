@@ -236,7 +236,7 @@ def test_replica_sharded_remote_variable_round_trip(tmp_path):
         ops.remote_store(buf, 0, shard + 1.0)
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
     got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, runs=2)
-    assert "engine.copyToRemoteBuffer(padded.data() + r * 12u" in src
+    assert "engine.copyToRemoteBuffer(padded.data() + 12u, " in src  # replica 1: shard 1
     _close(got, want, "y")
     np.testing.assert_allclose(got_w["remote/" + w.id], want_w["remote/" + w.id])
     # NumPy: the second run gathers the once-updated shards, padding included
@@ -244,13 +244,36 @@ def test_replica_sharded_remote_variable_round_trip(tmp_path):
     np.testing.assert_allclose(got_w["remote/" + w.id], w0 + 2.0)
 
 
-def test_grouped_sharding_is_refused(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sharding_over_part_of_a_group(grouped, tmp_path):
+    """Four replicas, an 8-element weight sharded over two (shard_over=2):
+    replicas 0, 1 hold shards 0, 1 and replicas 2, 3 another copy of them;
+    with ``grouped`` the variable has one value per group of two (host data
+    (2, 8)), each group's value sharded over its two members. Each replica
+    adds its input to its shard; the saved value is put together from the
+    first members of each group, as Session.get_tensors_data."""
     ir = popxl.Ir(replication=4)
-    with ir.main_graph:
-        buf = popxl.replica_sharded_buffer((8,), popxl.float32, shard_over=2)
-        popxl.remote_replica_sharded_variable(np.ones(8, np.float32), buf, 0, name="w")
-    with pytest.raises(NotImplementedError, match="remote variable 'w' is sharded into entries"):
-        export_poplar(ir, str(tmp_path))
+    w0 = np.arange(16, dtype=np.float32).reshape(2, 8) * 0.5 - 2.0
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((4,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        rg = ir.replica_grouping(group_size=2) if grouped else None
+        buf = popxl.replica_sharded_buffer((2, 8) if grouped else (8,), popxl.float32, replica_grouping=rg,
+                                           shard_over=2)
+        popxl.remote_replica_sharded_variable(w0 if grouped else w0[0], buf, 0, name="w",
+                                              replica_grouping=rg)
+        shard = ops.remote_load(buf, 0) + x
+        ops.remote_store(buf, 0, shard)
+        ops.host_store(popxl.d2h_stream(shard.shape, shard.dtype, name="y"), shard)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    got, got_w, want, want_w, _, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    value = [w0[0], w0[0], w0[1], w0[1]] if grouped else [w0[0]] * 4
+    shards = np.stack([value[r].reshape(2, 4)[r % 2] for r in range(4)]) + x  # NumPy
+    np.testing.assert_array_equal(got["y"], shards)
+    first = [shards[0:2].reshape(8), shards[2:4].reshape(8)] if grouped else shards[0:2].reshape(8)
+    np.testing.assert_array_equal(got_w["remote/w"], np.asarray(first))
+    np.testing.assert_array_equal(got_w["remote/w"], want_w["remote/w"])
 
 
 def _six_calls_and_repeat(trip: int):

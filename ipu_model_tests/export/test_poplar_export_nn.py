@@ -368,3 +368,30 @@ def test_variables_of_several_replica_groups(retrieval, tmp_path):
     np.testing.assert_array_equal(got_w["w"], oracle)
     np.testing.assert_array_equal(got_w["w"], want_w["w"])
     np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.slow
+def test_remote_variable_of_several_replica_groups(tmp_path):
+    """As above for a remote variable (BERT's phased programs keep their
+    per-group seed so): replica r's remote entry starts from its group's
+    row, is loaded, has the replica's input added and is stored back; the
+    saved value is the first replica of each group."""
+    ir = popxl.Ir(replication=4)
+    init = np.array([[1.0, 2.0], [-3.0, 0.25]], np.float32)
+    with ir.main_graph:
+        xs = popxl.h2d_stream((2,), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        rg = ir.replica_grouping(group_size=2)
+        buf = popxl.remote_buffer((2,), popxl.float32, entries=1)
+        w = popxl.remote_variable(init, buf, 0, name="w", replica_grouping=rg)
+        v = ops.remote_load(buf, 0)
+        v = v + x
+        ops.remote_store(buf, 0, v)
+        ops.host_store(popxl.d2h_stream(v.shape, v.dtype, name="y"), v)
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "static const unsigned row[] = {0, 0, 1, 1};" in src
+    per_replica = init[[0, 0, 1, 1]] + x  # NumPy
+    np.testing.assert_array_equal(got["y"], per_replica)
+    np.testing.assert_array_equal(got_w["remote/w"], per_replica[[0, 2]])
+    np.testing.assert_array_equal(got_w["remote/w"], want_w["remote/w"])

@@ -127,7 +127,8 @@ class PoplarEmitter:
         self.model_mapped = 0
         self.var_streams: List[tuple] = []     # (handle, key, tensor, T slot)
         self.remote_vars: List[tuple] = []     # (buffer handle, entry, key, tensor)
-        self.remote_shards: Dict[str, int] = {}  # key -> shard size, for replica-sharded ones
+        #: key -> (shard size, shards, members of each group), for replica-sharded ones
+        self.remote_shards: Dict[str, tuple] = {}
         self.streams: Dict[object, str] = {}   # HostToDevice/DeviceToHost stream -> C++ var
         self.remote: Dict[int, str] = {}       # id(RemoteBuffer) -> C++ var
         self.counts = {"functions": 0, "calls": 0, "repeats": 0, "ifs": 0}
@@ -552,11 +553,7 @@ class PoplarEmitter:
             if isinstance(t, Variable) and t._remote is not None:
                 rb, entry, _ = t._remote
                 key = f"remote/{t.id}"
-                if t.shape_on_host != t.shape:
-                    raise NotImplementedError(
-                        f"Poplar export: remote variable {t.id!r} with "
-                        f"{t.replica_grouping.num_groups} replica groups (one value per group)")
-                if tuple(rb.tensor_shape) != tuple(t.shape):
+                if t._remote[2]:  # replica-sharded
                     self.remote_shards[key] = self._shards_of(t, rb)
                 self.data[key] = self._value(t)
                 self.remote_vars.append((rb, int(entry), key, t))
@@ -571,20 +568,27 @@ class PoplarEmitter:
         main_lines = ["  buildMainGraph(graph, prog, data);"]
         return self._assemble(decl_lines, main_lines, weights, with_main)
 
-    def _shards_of(self, t, rb) -> int:
-        """The shard size of a replica-sharded remote variable: its value
-        flattened, zero-padded and split in one contiguous shard per replica
-        (ipuxl._sharding, PopXL's rule); other shardings are refused."""
-        from .._sharding import shard_size
+    def _shards_of(self, t, rb):
+        """``(shard size, shards, members of each group)`` of a replica-
+        sharded remote variable, by PopXL's rule as the Session applies it
+        (ipuxl._sharding, _remote_state): each group's value flattened,
+        zero-padded and split into ``shards`` contiguous shards, member
+        ``k`` of a group holding shard ``k % shards``."""
+        from .._remote_state import RemoteVariables
+        from .._sharding import group_members
 
-        n = int(np.prod(t.shape, dtype=np.int64))
-        size = int(np.prod(rb.tensor_shape, dtype=np.int64))
-        if self.replicas < 2 or size != shard_size(n, self.replicas):
+        rg = t.replica_grouping
+        assignment = list(rg.assignment) if rg is not None else [0] * self.replicas
+        if self.replicas < 2 or len(assignment) != self.replicas:
             raise NotImplementedError(
-                f"Poplar export: remote variable {t.id!r} is sharded into entries of shape "
-                f"{tuple(rb.tensor_shape)} (shape {tuple(t.shape)}, {self.replicas} replicas): only "
-                "sharding over all replicas is exported")
-        return size
+                f"Poplar export: replica-sharded remote variable {t.id!r} on {self.replicas} "
+                "replica(s): its grouping does not cover the program's replicas")
+        members = group_members(assignment)
+        try:
+            shards = RemoteVariables._num_shards(t, rb, len(members[0]))
+        except ValueError as e:
+            raise NotImplementedError(f"Poplar export: {e}") from None
+        return int(np.prod(rb.tensor_shape, dtype=np.int64)), shards, members
 
     def _value(self, t) -> np.ndarray:
         """The host value of variable ``t``: its shape, ``(groups, *shape)``

@@ -38,6 +38,22 @@ def replica_groups(t, replicas: int):
     return groups
 
 
+def saved_replicas(em, t):
+    """The replicas whose value of variable ``t`` is saved, and the saved
+    array's shape, as Session.get_tensors_data returns it: the first replica
+    of each group, or every replica for an ``all_replicas`` variable of
+    groups larger than one."""
+    if em.replicas < 2:
+        return [0], list(t.shape)
+    groups = replica_groups(t, em.replicas)
+    rg = t.replica_grouping
+    if t.retrieval_mode == "all_replicas" and rg is not None and rg.group_size > 1:
+        return list(range(em.replicas)), [em.replicas, *t.shape]
+    if groups:
+        return [groups.index(g) for g in range(max(groups) + 1)], [max(groups) + 1, *t.shape]
+    return [0], list(t.shape)
+
+
 def mapping_of(profile) -> Tuple[Dict[tuple, tuple], int, int, str]:
     """``({(graph, tensor id): (ipu, set begin, set size, first in set,
     tiles, elements per tile)}, tiles per IPU, IPUs, version)`` of a
@@ -127,15 +143,30 @@ def host_side(em, stream_meta, weights) -> str:
               "  using namespace ipuxl_export;", "  (void)engine; (void)weights; (void)path;"]
     for rb, entry, key, t in em.remote_vars:
         n = int(np.prod(t.shape, dtype=np.int64))
+        rows = em.weight_rows.get(id(t))
+        total = n * (max(rows) + 1 if rows else 1)
         lines.append(f"  {{ const HostArray &a = lookup(weights, {em_cstr(key)}, "
-                     f"{em_cstr(em_descr(t.dtype))}, {n}, path);")
+                     f"{em_cstr(em_descr(t.dtype))}, {total}, path);")
         if key in em.remote_shards:
-            # replica r's entry holds shard r of the flattened, zero-padded value
-            size = em.remote_shards[key] * t.dtype.itemsize
-            lines.append(f"    std::vector<char> padded(REPLICATION_FACTOR * {size}u, 0); "
-                         "std::copy(a.data.begin(), a.data.end(), padded.begin());")
+            # each group's row flattened, zero-padded into `shards` shards;
+            # member k of the group gets shard k % shards
+            size, shards, members = em.remote_shards[key]
+            nb, rowb = size * t.dtype.itemsize, n * t.dtype.itemsize
+            lines.append(f"    std::vector<char> padded({len(members) * shards * nb}u, 0);")
+            for g, mem in enumerate(members):  # the group's value: the stored row of its first member
+                src = f"a.data.begin() + {(rows[mem[0]] if rows else 0) * rowb}"
+                lines.append(f"    std::copy({src}, {src} + {rowb}, padded.begin() + {g * shards * nb});")
+            for g, mem in enumerate(members):
+                for k, r in enumerate(mem):
+                    lines.append(f"    engine.copyToRemoteBuffer(padded.data() + {(g * shards + k % shards) * nb}u, "
+                                 f"{em_cstr(em._rb_name(rb))}, {entry}, {r});")
+            lines.append("  }")
+            continue
+        if rows:  # replica r's entry gets its group's row
+            nbytes = n * t.dtype.itemsize
+            lines.append("    static const unsigned row[] = {" + ", ".join(map(str, rows)) + "};")
             lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyToRemoteBuffer("
-                         f"padded.data() + r * {size}u, {em_cstr(em._rb_name(rb))}, {entry}, r); }}")
+                         f"a.data.data() + row[r] * {nbytes}u, {em_cstr(em._rb_name(rb))}, {entry}, r); }}")
             continue
         lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyToRemoteBuffer("
                      f"a.data.data(), {em_cstr(em._rb_name(rb))}, {entry}, r); }}")
@@ -151,16 +182,7 @@ def host_side(em, stream_meta, weights) -> str:
             lines.append(f"  {{ HostArray a = weights.at({key}); a.data = "
                          f"buffers.bytes.at({key}); out.emplace_back({key}, a); }}")
             continue
-        # as Session.get_tensors_data: the first replica of each group, or
-        # every replica for an all_replicas variable of groups larger than one
-        groups = replica_groups(t, em.replicas)
-        rg = t.replica_grouping
-        if t.retrieval_mode == "all_replicas" and rg is not None and rg.group_size > 1:
-            srcs, shape = list(range(em.replicas)), [em.replicas, *t.shape]
-        elif groups:
-            srcs, shape = [groups.index(g) for g in range(max(groups) + 1)], [max(groups) + 1, *t.shape]
-        else:
-            srcs, shape = [0], list(t.shape)
+        srcs, shape = saved_replicas(em, t)
         lines.append(f"  {{ HostArray a = weights.at({key}); a.shape = {{"
                      + ", ".join(str(int(d)) for d in shape) + "}; a.data.clear();")
         lines.append("    for (unsigned r : {" + ", ".join(f"{r}u" for r in srcs) + "}) { const auto &b = "
@@ -169,17 +191,32 @@ def host_side(em, stream_meta, weights) -> str:
         lines.append(f"    out.emplace_back({key}, a); }}")
     for rb, entry, key, t in em.remote_vars:
         if key in em.remote_shards:
-            size = em.remote_shards[key] * t.dtype.itemsize
-            lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); "
-                         f"std::vector<char> padded(REPLICATION_FACTOR * {size}u);")
-            lines.append(f"    for (unsigned r = 0; r < REPLICATION_FACTOR; ++r) engine.copyFromRemoteBuffer("
-                         f"{em_cstr(em._rb_name(rb))}, padded.data() + r * {size}u, {entry}, r);")
-            lines.append("    std::copy(padded.begin(), padded.begin() + a.data.size(), a.data.begin()); "
-                         f"out.emplace_back({em_cstr(key)}, a); }}")
+            # each saved row put together from the shards of one set of
+            # members (the first of each group, or each replica's own set)
+            size, shards, members = em.remote_shards[key]
+            nb, rowb = size * t.dtype.itemsize, int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+            srcs, shape = saved_replicas(em, t)
+            lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); a.shape = {{"
+                         + ", ".join(str(int(d)) for d in shape) + f"}}; a.data.assign({len(srcs) * rowb}u, 0);")
+            lines.append(f"    std::vector<char> padded({shards * nb}u);")
+            for row, r in enumerate(srcs):
+                g = next(gi for gi, mem in enumerate(members) if r in mem)
+                rank = members[g].index(r)
+                base = rank - rank % shards
+                for k in range(shards):
+                    lines.append(f"    engine.copyFromRemoteBuffer({em_cstr(em._rb_name(rb))}, padded.data() + "
+                                 f"{k * nb}u, {entry}, {members[g][base + k]});")
+                lines.append(f"    std::copy(padded.begin(), padded.begin() + {rowb}, a.data.begin() + {row * rowb});")
+            lines.append(f"    out.emplace_back({em_cstr(key)}, a); }}")
             continue
-        lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); engine.copyFromRemoteBuffer("
-                     f"{em_cstr(em._rb_name(rb))}, a.data.data(), {entry}, 0); "
-                     f"out.emplace_back({em_cstr(key)}, a); }}")
+        srcs, shape = saved_replicas(em, t)
+        nbytes = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+        lines.append(f"  {{ HostArray a = weights.at({em_cstr(key)}); a.shape = {{"
+                     + ", ".join(str(int(d)) for d in shape) + f"}}; a.data.assign({len(srcs) * nbytes}u, 0);")
+        for k, r in enumerate(srcs):
+            lines.append(f"    engine.copyFromRemoteBuffer({em_cstr(em._rb_name(rb))}, a.data.data() + "
+                         f"{k * nbytes}u, {entry}, {r});")
+        lines.append(f"    out.emplace_back({em_cstr(key)}, a); }}")
     lines += ["  return out;", "}", "",
               "static void connectStreams(poplar::Engine &engine,",
               "    const std::map<std::string, ipuxl_export::HostArray> &inputs, const std::string &path,",
