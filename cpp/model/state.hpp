@@ -267,9 +267,11 @@ class Model {
   // (poplin's planner minimises cycles under a memory constraint).
   // a_reuse / b_reuse: how many times the piece of A / B a tile needs
   // repeats in its matmul form (a convolution's taps: 1 for a matmul).
+  // half_partials: poplin's partialsType "half" (2-byte partial sums, the
+  // fp16-in/fp16-out conv units); float inputs always use float partials.
   Plan plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt,
                    int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse,
-                   int64_t b_reuse);
+                   int64_t b_reuse, bool half_partials);
   void cost_matmul(const OpRecord& op, OpCost& c);
   // A matmul-shaped problem on the AMP unit: plan, creator layouts of the
   // operands not yet laid out, cycles, code; shared by matmul and conv.
