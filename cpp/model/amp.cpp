@@ -332,6 +332,13 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
     if (cc.on_tile || cc.global) return;  // on tile: none; another IPU: gxcode above
     c.xcode += ceil_div(cc.code * (src.count + plan.count), std::max(1, range.count));
     c.programs += 1;
+    if (std::find(c.rearranged.begin(), c.rearranged.end(), t) == c.rearranged.end()) {
+      c.rearranged.push_back(t);
+      c.rearranged_t += plan.max_tile();
+      // The operand pieces the compute sets hold (p.a_t, p.b_t) are the
+      // copy's bytes, but for B with serial column steps only one step's.
+      if (t == b && t != a && p.ps > 1) c.rearranged_hold_t += plan.max_tile();
+    }
   };
   rearrange(a, a_res, a_plan);
   rearrange(b, b_res, b_plan);
