@@ -37,10 +37,16 @@ std::vector<int64_t> Model::splits(int64_t x, int64_t cap, size_t keep) {
 // channels) split over tiles; the plan with the fewest estimated cycles
 // whose temporaries fit the available memory proportion of a tile wins
 // (poplin's planner minimises cycles under a memory constraint).
-Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt, int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse, int64_t b_reuse) {
+Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt, int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse, int64_t b_reuse, bool half_partials) {
   const bool half = dt == DType::Float16;
   const int64_t es = (int64_t)dtype_size(dt);
-  const int64_t outG = half ? t_.amp_out_fp16 : t_.amp_out_fp32;
+  // poplin's partialsType: float inputs keep float partials (no AMP units
+  // take float in and half out, so poplin plans float partials); otherwise
+  // half partials are 2 bytes per partial sum and use the fp16-in/fp16-out
+  // conv units.
+  const bool hp = half_partials && dt != DType::Float32;
+  const int64_t pb = hp ? 2 : 4;
+  const int64_t outG = half ? (hp ? t_.amp_out_fp16 : t_.amp_out_fp16_fp32) : t_.amp_out_fp32;
   const int64_t inG = half ? t_.amp_in_fp16 : t_.amp_in_fp32;
   const int64_t ec = half ? t_.amp_elem_cycles_fp16 : t_.amp_elem_cycles_fp32;
   const int64_t ng = ceil_div(N, outG), kg = ceil_div(K, inG);
@@ -100,11 +106,11 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
     if (pk > 1) {
       const int64_t E = G * M * N;
       const int64_t e_t = ceil_div(ceil_div(E, used), ps);
-      p.partial_t = g * m * n * 4;
-      p.recv_t = e_t * pk * 4;
+      p.partial_t = g * m * n * pb;
+      p.recv_t = e_t * pk * pb;
       p.exch_out = ps * (t_.sync_internal_cycles +
                          ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle));
-      p.reduce = ps * ew_cycles(e_t * pk, 4, 20, 2, 0);
+      p.reduce = ps * ew_cycles(e_t * pk, pb, 20, 2, 0);
     }
     // B's share resident on each tile counts against the budget, as it did
     // for its piece before it was spread. The operand pieces and partials
@@ -262,14 +268,22 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   const double amp = op.attrs.has("available_memory_proportion")
                          ? op.attrs.f("available_memory_proportion")
                          : t_.available_memory_proportion;
+  // The op's partials type as PopART resolved it when the op was created
+  // (PopXL ops.matmul: its partials_type, else partialsTypeMatMuls; float
+  // by default), which MatMulOpx passes to poplin as "partialsType".
+  const std::string pt = op.attrs.s("partials_type", "float");
+  if (pt != "half" && pt != "float")
+    throw Error("IpuModel: op '" + op.name + "' has partials_type '" + pt +
+                "' (expected 'half' or 'float')");
+  const bool half_partials = pt == "half" && A.dtype != DType::Float32;
   char key[256];
-  snprintf(key, sizeof key, "%lld,%d,%lld,%lld,%lld,%d,%d,%d,%d,%g,%lld,%lld", (long long)G,
+  snprintf(key, sizeof key, "%lld,%d,%lld,%lld,%lld,%d,%d,%d,%d,%g,%lld,%lld,%d", (long long)G,
            (int)grouped, (long long)M, (long long)K, (long long)N, (int)A.dtype, set.set_size,
-           (int)a_res, (int)b_res, amp, (long long)a_reuse, (long long)b_reuse);
+           (int)a_res, (int)b_res, amp, (long long)a_reuse, (long long)b_reuse, (int)half_partials);
   auto it = plans_.find(key);
   if (it == plans_.end())
     it = plans_.emplace(key, plan_matmul(G, grouped, M, K, N, A.dtype, set.set_size, a_res, b_res,
-                                         amp, a_reuse, b_reuse)).first;
+                                         amp, a_reuse, b_reuse, half_partials)).first;
   const Plan& p = it->second;
   TileMap range = op_range(op.placement, p.tiles());
   const int64_t es = (int64_t)dtype_size(A.dtype);
@@ -294,8 +308,9 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
     }
   c.flops = 2.0 * (double)G * (double)M * (double)N * (double)K;
   const std::string dn = dtype_name(A.dtype);
-  c.vtypes.push_back(vtype(vertex + dn + ",float>", A.dtype == DType::Float16 ? 1200 : 1400));
-  if (p.pk > 1) c.vtypes.push_back(vtype("popops::ReduceAdd<float," + dn + ">", 600));
+  const std::string pn = half_partials ? dtype_name(DType::Float16) : "float";
+  c.vtypes.push_back(vtype(vertex + dn + "," + pn + ">", A.dtype == DType::Float16 ? 1200 : 1400));
+  if (p.pk > 1) c.vtypes.push_back(vtype("popops::ReduceAdd<" + pn + "," + dn + ">", 600));
   c.state = p.state;
   c.xcode = p.xcode;
   c.programs = 2 + (p.pk > 1 ? 2 : 0);
@@ -317,6 +332,13 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
     if (cc.on_tile || cc.global) return;  // on tile: none; another IPU: gxcode above
     c.xcode += ceil_div(cc.code * (src.count + plan.count), std::max(1, range.count));
     c.programs += 1;
+    if (std::find(c.rearranged.begin(), c.rearranged.end(), t) == c.rearranged.end()) {
+      c.rearranged.push_back(t);
+      c.rearranged_t += plan.max_tile();
+      // The operand pieces the compute sets hold (p.a_t, p.b_t) are the
+      // copy's bytes, but for B with serial column steps only one step's.
+      if (t == b && t != a && p.ps > 1) c.rearranged_hold_t += plan.max_tile();
+    }
   };
   rearrange(a, a_res, a_plan);
   rearrange(b, b_res, b_plan);

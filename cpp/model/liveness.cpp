@@ -88,11 +88,31 @@ void Model::flatten(const Node& n, std::vector<StepRec>& out, int site_op) {
                                                 : ProgramStep::RemoteCopy;
       s.op = n.op;
       const auto& op = d_.ops[n.op];
-      s.touched = op.in;
-      s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
       const OpCost& c = cost_[n.op];
+      // A matmul / convolution that rearranges operands into its plan's
+      // layout runs that Copy program first (poplin's pre-arrangement),
+      // then its compute sets. Poplar's liveness is per program step
+      // (IPU Programmer's Guide, "Variable liveness"): during the copy the
+      // operand and its copy are live and the output is not yet written;
+      // afterwards only the copy is read, so an operand this op reads
+      // last is dead for the compute sets.
+      if (!c.rearranged.empty() && s.kind == ProgramStep::Execute) {
+        StepRec pre;
+        pre.kind = ProgramStep::Execute;
+        pre.op = n.op;
+        pre.touched = c.rearranged;
+        pre.temp = c.tiles;
+        pre.temp.per_tile = pre.temp.last = c.rearranged_t;
+        pre.io = on_io_tiles(op);
+        pre.phase = true;
+        out.push_back(std::move(pre));
+      }
+      for (int t : op.in)
+        if (std::find(c.rearranged.begin(), c.rearranged.end(), t) == c.rearranged.end())
+          s.touched.push_back(t);
+      s.touched.insert(s.touched.end(), op.out.begin(), op.out.end());
       s.temp = c.tiles;
-      s.temp.per_tile = s.temp.last = c.temp;
+      s.temp.per_tile = s.temp.last = c.temp + c.rearranged_hold_t;
       s.cycles = s.own = c.cycles();
       s.load_graph = c.code_load_graph;
       s.io = on_io_tiles(op);
@@ -368,6 +388,7 @@ void Model::liveness_and_cycles() {
     // the lane is free); a later step touching its tensors waits for it.
     int64_t io_free = 0;
     std::unordered_map<int, int64_t> io_ready;  // storage root -> end of its IO step
+    double phase_live = 0, phase_mx = 0;  // a rearrangement step, folded into its op's
     for (int s = 0; s < S; ++s) {
       StepRec& st = steps[s];
       for (int r : births[s]) {
@@ -462,13 +483,18 @@ void Model::liveness_and_cycles() {
           }
         cyc = start + st.cycles;
       }
-      if (g == main_) {
+      if (g == main_ && st.phase) {
+        // The op's rearrangement: reported with the op's step (the larger).
+        phase_live = cur_sum + extra;
+        phase_mx = mx;
+      } else if (g == main_) {
         Step out;
         out.kind = program_step_name(st.kind);
         out.op = st.op;
         out.cycles = st.cycles;
-        out.live_bytes = (int64_t)(cur_sum + extra);
-        out.max_tile_live = (int64_t)mx;
+        out.live_bytes = (int64_t)std::max(cur_sum + extra, phase_live);
+        out.max_tile_live = (int64_t)std::max(mx, phase_mx);
+        phase_live = phase_mx = 0;
         if ((st.kind == ProgramStep::Copy || st.kind == ProgramStep::IpuCopy) &&
             st.copy_src >= 0)
           out.label = d_.tensors[st.copy_src].name + " -> " + d_.tensors[st.copy_dst].name;

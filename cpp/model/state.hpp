@@ -55,6 +55,17 @@ struct OpCost {
   int64_t gxcode = 0;         // global exchange code per tile on `tiles`
   int programs = 0;           // leaf programs (control code on every tile of the IPU)
   int64_t temp = 0;           // temporaries per tile on `tiles` while it runs
+  // Operands the op first copies into its plan's layout (poplin's
+  // rearrangement of a matmul's / convolution's input and weights) and
+  // the bytes per tile of those copies: the copy is a program before the
+  // op's compute sets, so an operand whose last use is this op is dead
+  // once it has been copied (liveness.cpp).
+  std::vector<int> rearranged;
+  int64_t rearranged_t = 0;
+  // Of those copies, the bytes per tile the compute sets' temporaries do
+  // not already hold (the weights' copy when the columns run in serial
+  // steps, each step exchanging only its piece): live beside `temp`.
+  int64_t rearranged_hold_t = 0;
   int code_load_graph = -1;   // RemoteCodeLoad: the graph whose code it loads
   std::string plan;
   int64_t cycles() const { return compute + exchange; }
@@ -75,6 +86,7 @@ struct StepRec {
   std::vector<int> held;          // caller tensors the callee's peak counts (held_out_)
   int xgroup = -1;                // exchange group (MultiExchange) of its op
   bool io = false;                // runs on the IO tiles, beside compute
+  bool phase = false;             // the rearrangement before an op's compute (not a report step)
 };
 
 // Exchanging `bytes_per_tile` onto `dst` tiles from `src`: cycles and
@@ -267,9 +279,11 @@ class Model {
   // (poplin's planner minimises cycles under a memory constraint).
   // a_reuse / b_reuse: how many times the piece of A / B a tile needs
   // repeats in its matmul form (a convolution's taps: 1 for a matmul).
+  // half_partials: poplin's partialsType "half" (2-byte partial sums, the
+  // fp16-in/fp16-out conv units); float inputs always use float partials.
   Plan plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt,
                    int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse,
-                   int64_t b_reuse);
+                   int64_t b_reuse, bool half_partials);
   void cost_matmul(const OpRecord& op, OpCost& c);
   // A matmul-shaped problem on the AMP unit: plan, creator layouts of the
   // operands not yet laid out, cycles, code; shared by matmul and conv.

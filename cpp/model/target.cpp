@@ -45,6 +45,10 @@ Target make_target(const std::string& version) {
     t.amp_in_fp32 = 8;
     t.amp_out_fp16 = 16;
     t.amp_in_fp16 = 8;
+    // Mk1's published fp16 peak (124.5 TFLOPS) is its mixed-precision
+    // (fp16 in, fp32 accumulate) rate; no separate fp16.16 rate is
+    // published, so both partials types use the same units [derived, §3].
+    t.amp_out_fp16_fp32 = 16;
     return t;
   }
   throw Error("IpuModel: unknown IPU version '" + version +

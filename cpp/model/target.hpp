@@ -41,6 +41,17 @@ struct Target {
   // MACs/cycle of §3: Mk2 16 MAC/cycle fp32, 64 fp16; Mk1 8 and 32.
   int amp_out_fp32 = 8, amp_in_fp32 = 16;
   int amp_out_fp16 = 16, amp_in_fp16 = 16;
+  // Conv units for float16 inputs by partials type (poplin getNumConvUnits:
+  // Target::getFp16InFp16OutConvUnitsPerTile for half partials, above, and
+  // getFp16InFp32OutConvUnitsPerTile for float partials, here). On IPU2 the
+  // float partials use 8 of the 16 units: poplin's SLIC vertex for this
+  // pair is ConvPartial1x4SLIC_half_float_8_and_half_half_16, its AMP and
+  // SLIC candidates offer 16 units only with half partials
+  // (ConvVertexType.cpp), and poplibs' convolution test derives the 16.32
+  // units as min(16.16 units, pipeline depth x fp32 stored per cycle) of
+  // the 64-bit data path. Float inputs always take float partials (no
+  // fp32-in/fp16-out units: poplin falls back to float AMP partials).
+  int amp_out_fp16_fp32 = 8;
   // Worker cycles per output element per pass (ConvPartial1x1Out steady
   // state, poplin PerformanceEstimation.hpp:398-632): 8 fp32, 4 fp16.
   int amp_elem_cycles_fp32 = 8, amp_elem_cycles_fp16 = 4;

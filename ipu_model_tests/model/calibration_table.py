@@ -106,7 +106,11 @@ ROWS: List[Row] = [
     Row("bert_large_squad", "Layer5 controlCode", 1_354_392, 2.0, None, BERT_LAYERS,
         layer_sum(5, "control_code_bytes")),
     Row("bert_large_squad", "Layer5 exchangeCode", 1_019_844, 2.0, None, BERT_LAYERS,
-        layer_sum(5, "exchange_code_bytes")),
+        layer_sum(5, "exchange_code_bytes"),
+        known_gap="a layer's exchange code is half the published figure: the per-program "
+                  "and per-region sizes are fitted to the dense layer of ipu_model.md 4.3 "
+                  "[assumption]; 0.51 before the half partials of this program were "
+                  "modelled, 0.4999 with the plans they give"),
     Row("bert_large_squad", "Layer0 exchangeCode", 3_657_184, 2.0, None, BERT_LAYERS,
         layer_sum(0, "exchange_code_bytes")),
 ]

@@ -12,7 +12,9 @@ exchange rate, as poplin's ExchangeEstimator has it). fp16 does not:
 about 4x, from the same matmul plan model (calibrated on the fp32 Dense point, §4.3): at 9 rows per worker
 a ConvPartial1x1Out pass pays its 34-cycle worker ramp against 4 cycles a
 row, and splitting the contraction over 6 tiles adds the partials' exchange
-and reduction. The fp16 test checks the AMP's fp16 advantage instead.
+and reduction. The fp16 test checks the AMP's fp16 advantage instead, with
+half partials: 128 flop/cycle is the FP16.16 rate; float partials take 8
+of the 16 conv units on Mk2 (poplin getFp16InFp32OutConvUnitsPerTile).
 """
 import numpy as np
 import pytest
@@ -25,13 +27,13 @@ TILES = 1472
 AMP_FLOP_PER_CYCLE = {"float16": 128, "float32": 32}
 
 
-def _conv_profile(dtype, groups=1, train=False):
+def _conv_profile(dtype, groups=1, train=False, partials=None):
     rng = np.random.default_rng(0)
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(rng.normal(0, 1, (1, 64, 56, 56)).astype(dtype), name="x")
         w = popxl.variable(rng.normal(0, 1, (64, 64 // groups, 3, 3)).astype(dtype), name="w")
-        y = ops.conv(x, w, padding=(1, 1, 1, 1), groups=groups)
+        y = ops.conv(x, w, padding=(1, 1, 1, 1), groups=groups, partials_types=partials)
         if train:
             import ipuxl.transforms as transforms
 
@@ -61,9 +63,14 @@ def test_a_3x3_convolution_costs_its_flops_at_the_amp_rate():
 
 
 def test_a_float16_convolution_runs_at_the_float16_amp_rate():
-    half, full = _conv_row("float16"), _conv_row("float32")
+    half, full = _conv_row("float16", partials=["half"]), _conv_row("float32")
     assert half["flops"] == FLOPS
+    assert half["vertex"] == "poplin::ConvPartialnx1<float16,float16>"
     assert FLOPS / (TILES * AMP_FLOP_PER_CYCLE["float16"]) <= half["cycles"] < 0.6 * full["cycles"]
+    # Float partials: half the conv units, so slower than with half partials.
+    mixed = _conv_row("float16")
+    assert mixed["vertex"] == "poplin::ConvPartialnx1<float16,float>"
+    assert half["cycles"] < mixed["cycles"]
 
 
 def test_a_convolution_is_no_longer_priced_as_an_elementwise_op():

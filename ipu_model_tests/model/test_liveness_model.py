@@ -190,6 +190,33 @@ def test_a_stream_lands_where_its_matmul_wants_it():
     assert loaded["plan"] == created["plan"]
 
 
+def rearranged_matmul(keep):
+    """``a`` (an elementwise output, laid out like its input, not as the
+    matmul's plan wants) feeds a matmul; with ``keep`` it is also stored
+    after the matmul."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = ops.host_load(popxl.h2d_stream((4096, 256), F16, name="x"))
+        w = popxl.variable(np.zeros((256, 1024), np.float16), name="w")
+        a = x * np.float16(2)
+        y = a @ w
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+        if keep:
+            ops.host_store(popxl.d2h_stream(a.shape, a.dtype, name="a"), a)
+    return ir
+
+
+def test_an_operand_a_matmul_rearranges_dies_at_the_copy():
+    # poplin first copies the operand into its plan's layout (a Copy
+    # program), then runs its compute sets on the copy; Poplar's liveness
+    # is per program step, so an operand the matmul reads last is dead
+    # during the compute sets: the matmul step holds a's bytes fewer.
+    last = profile_ir(rearranged_matmul(False), "ipu2")
+    kept = profile_ir(rearranged_matmul(True), "ipu2")
+    assert _op(last, "matmul")["plan"] == _op(kept, "matmul")["plan"]
+    assert _step_live(kept, "matmul") - _step_live(last, "matmul") == _nbytes((4096, 256))
+
+
 # ---------------------------------------------------------------- repeat
 def repeat_case(trip):
     """A large activation fed to a repeat whose body is small: the loop

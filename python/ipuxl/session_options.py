@@ -17,8 +17,11 @@ Graphcore's applications (nlp/*/popxl in graphcore/examples) also set three
 more of PopART's options on every Ir; ipuxl takes them with these meanings:
 
 * ``partialsTypeMatMuls``: ``""`` (the default), ``"float"`` or ``"half"``,
-  checked as PopART checks it. As with ``ops.matmul(partials_type=...)``, the
-  IPU model accumulates float16 products in float32 whichever is set.
+  checked as PopART checks it. As in PopXL, ``ops.matmul`` reads it when the
+  op is created, unless given its own ``partials_type``; the IPU model plans
+  each matmul with the result (poplin's ``partialsType``: 2-byte partial
+  sums and the fp16.16 conv units with half partials), while the simulator
+  accumulates float16 products in float32 whichever is set.
 * ``enableStochasticRounding``: a bool (default ``False``). The simulator
   rounds to nearest even; a Session whose Ir sets ``True`` says so once on
   stderr (as ``"ipu_hw"`` does when it falls back to the simulator) and runs.

@@ -15,6 +15,12 @@ All take ``strides``, ``pads`` (begins then ends), ``dilations`` and
 exist. ``available_memory_proportions``, ``partials_types`` and
 ``enable_conv_dithering`` plan the IPU's convolution; they are validated and
 otherwise do not change the result (float16 always accumulates in float32).
+The IPU model plans the convolution with the first entry of
+``available_memory_proportions`` and ``partials_types`` (PopART's
+MultiConvOptions for the op's one convolution, index 0), kept on the op as
+``available_memory_proportion`` / ``partials_type`` (default: the model's
+proportion, float partials) and inherited by its gradient ops, which PopART
+creates with the forward op's convolution options.
 """
 from typing import List, Optional, Sequence, Tuple
 
@@ -91,6 +97,15 @@ def _conv_out(in_sp, k, strides, pads, dils) -> Tuple[int, ...]:
         span = in_sp[i] + pads[i] + pads[n + i] - dils[i] * (k[i] - 1) - 1
         out.append(span // strides[i] + 1 if span >= 0 else 0)
     return tuple(out)
+
+
+def _plan_attrs(attrs, available_memory_proportions, partials_types):
+    """attrs with the op's planning options (the one convolution's: index 0)."""
+    if available_memory_proportions:
+        attrs["available_memory_proportion"] = float(available_memory_proportions[0])
+    if partials_types:
+        attrs["partials_type"] = str(partials_types[0]).lower()
+    return attrs
 
 
 def _check_options(op: str, available_memory_proportions, partials_types, enable_conv_dithering):
@@ -256,6 +271,7 @@ def conv(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1, 1),
     _check_float_dtypes("conv", t, weight)
     _check_options("conv", available_memory_proportions, partials_types, enable_conv_dithering)
     attrs = _conv_attrs("conv", t, weight, stride, padding, dilation, groups, pad_type)
+    _plan_attrs(attrs, available_memory_proportions, partials_types)
     return _conv(t, weight, attrs)
 
 
@@ -280,6 +296,9 @@ def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor,
     check_tensor_ipu_and_tile_set(t=t, weight=weight)
     _check_options("conv_pow2scaled", available_memory_proportions, None, enable_conv_dithering)
     attrs = _conv_attrs("conv_pow2scaled", t, weight, stride, padding, dilation, groups, pad_type)
+    # PopXL sets partials_types=["half"] (PopART requires half partials for
+    # float8 operands).
+    _plan_attrs(attrs, available_memory_proportions, ["half"])
     return create_op("ConvPow2Scaled", [t, weight, log2_scale], ["conv_out"], attrs,
                      name="conv").outputs[0]
 
@@ -355,6 +374,7 @@ def conv_transpose(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1,
     _check_options(op, available_memory_proportions, partials_types, enable_conv_dithering)
     attrs, x_shape = _transpose_attrs(op, t, weight, stride, padding, dilation, groups, pad_type,
                                       output_padding, output_shape)
+    _plan_attrs(attrs, available_memory_proportions, partials_types)
     return _data_grad(t, weight, attrs, x_shape, name="convtranspose",
                       out_name="convtranspose_out")
 
@@ -377,6 +397,7 @@ def conv_transpose_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor,
     _check_options(op, available_memory_proportions, None, enable_conv_dithering)
     attrs, x_shape = _transpose_attrs(op, t, weight, stride, padding, dilation, groups, pad_type,
                                       output_padding, output_shape)
+    _plan_attrs(attrs, available_memory_proportions, ["half"])
     attrs["_x_shape"] = x_shape
     return create_op("ConvDataGradPow2Scaled", [t, weight, log2_scale], ["convtranspose_out"],
                      attrs, name="convtranspose").outputs[0]

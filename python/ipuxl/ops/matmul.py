@@ -42,7 +42,13 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
     """Matrix product of ``lhs`` and ``rhs`` (``numpy.matmul`` semantics).
 
     ``available_memory_proportion`` and ``partials_type`` tune the IPU
-    implementation; float16 products accumulate in float32 here.
+    implementation: the IPU model plans the matmul with them (the share of a
+    tile its temporaries may use; the type of its partial sums, float16 or
+    float32). ``partials_type`` follows PopXL: given, it must be
+    ``float16`` or ``float32`` (else ``ValueError``); omitted, the Ir's
+    session option ``partialsTypeMatMuls`` at the time of the call decides
+    (``""`` or ``"float"``: float32, ``"half"``: float16). The simulator's
+    float16 products accumulate in float32 whichever is chosen.
     ``output_type`` casts the result.
     """
     lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op="matmul")
@@ -57,7 +63,7 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
         raise ValueError(f"matmul: available_memory_proportion must be in (0, 1], got "
                          f"{available_memory_proportion}")
     matmul_shape("matmul", lhs, rhs)
-    attrs = {}
+    attrs = {"partials_type": _partials_type(partials_type)}
     if available_memory_proportion is not None:
         attrs["available_memory_proportion"] = float(available_memory_proportion)
     out = create_op("MatMul", [lhs, rhs], ["matmul"], attrs, name="matmul").outputs[0]
@@ -66,6 +72,24 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
 
         out = cast(out, dtypes.dtype.as_dtype(output_type))
     return out
+
+
+def _partials_type(partials_type) -> str:
+    """PopXL's ``ops.matmul`` precedence for the partials type ("half" or
+    "float"): the argument when given (float16 or float32), else the current
+    Ir's ``partialsTypeMatMuls`` ("" and "float": float, "half": half)."""
+    if partials_type is not None:
+        if partials_type == dtypes.float16:
+            return "half"
+        if partials_type == dtypes.float32:
+            return "float"
+        raise ValueError(f"matmul: partials_type {partials_type} is not valid, must be float16 "
+                         "or float32")
+    from ..context import get_current_graph
+    from ..session_options import _options
+
+    opt = _options(get_current_graph().ir).get("partialsTypeMatMuls", "").lower()
+    return "half" if opt == "half" else "float"
 
 
 def matmul_flops(op) -> int:
@@ -109,7 +133,12 @@ def matmul_pow2scaled(lhs: Tensor, rhs: Tensor, log2_scale: Tensor,
     if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
         raise ValueError(f"matmul_pow2scaled: available_memory_proportion must be in (0, 1], got "
                          f"{available_memory_proportion}")
-    return create_op("MatMulPow2Scaled", [lhs, rhs, log2_scale], ["matmul_pow2scaled_out"], {},
+    # PopXL creates the MatMulOp with MatMulPartialsType::HALF (PopART
+    # requires half partials for float8 operands).
+    attrs = {"partials_type": "half"}
+    if available_memory_proportion is not None:
+        attrs["available_memory_proportion"] = float(available_memory_proportion)
+    return create_op("MatMulPow2Scaled", [lhs, rhs, log2_scale], ["matmul_pow2scaled_out"], attrs,
                      name="matmul_pow2scaled").outputs[0]
 
 
@@ -143,13 +172,17 @@ def _matmul_grad(ctx):
     if b.rank == 1:
         gshape.append(1)
     G = reshape(g, tuple(gshape)) if tuple(gshape) != g.shape else g
+    # PopART's MatMulLhsGradOp / MatMulRhsGradOp take the forward op's
+    # partials type (and its available memory proportion).
+    pt = dtypes.float16 if ctx.attrs.get("partials_type") == "half" else dtypes.float32
+    amp = ctx.attrs.get("available_memory_proportion")
     da = db = None
     if ctx.needs(0):
-        da = matmul(G, _swap_last(B))
+        da = matmul(G, _swap_last(B), available_memory_proportion=amp, partials_type=pt)
         da = sum_to_shape(da, (1,) * max(0, da.rank - A.rank) + A.shape)
         da = reshape(da, a.shape) if da.shape != a.shape else da
     if ctx.needs(1):
-        db = matmul(_swap_last(A), G)
+        db = matmul(_swap_last(A), G, available_memory_proportion=amp, partials_type=pt)
         db = sum_to_shape(db, (1,) * max(0, db.rank - B.rank) + B.shape)
         db = reshape(db, b.shape) if db.shape != b.shape else db
     return [da, db]
