@@ -28,13 +28,14 @@ __all__ = ["ADDONS_KERNELS", "ADDONS_HELPERS"]
 from .poplar_nn import _dbg, _em  # noqa: E402  (the emitter's shared small helpers)
 
 
-def _rotary(em, e):
-    x, sin, cos = e.inputs
-    _em().ptype(x.dtype)
-    em.helpers.add("rotaryPosEmbed")
-    inverse = str(e.type == "RotaryPosEmbedGrad").lower()
-    em.define(e.outputs[0], f"ipuxl_export::rotaryPosEmbed(graph, {em.t(x)}, {em.t(sin)}, {em.t(cos)}, "
-                            f"{int(e.attrs['rotary_dim'])}, {inverse}, prog, {_dbg(e)})")
+def _rotary(inverse: bool):
+    def emit(em, e):
+        x, sin, cos = e.inputs
+        _em().ptype(x.dtype)
+        em.helpers.add("rotaryPosEmbed")
+        em.define(e.outputs[0], f"ipuxl_export::rotaryPosEmbed(graph, {em.t(x)}, {em.t(sin)}, {em.t(cos)}, "
+                                f"{int(e.attrs['rotary_dim'])}, {str(inverse).lower()}, prog, {_dbg(e)})")
+    return emit
 
 
 def _group_quantize_decompress(em, e):
@@ -64,7 +65,7 @@ def _subsample(em, e):
 
 
 ADDONS_KERNELS = {
-    "RotaryPosEmbed": _rotary, "RotaryPosEmbedGrad": _rotary,
+    "RotaryPosEmbed": _rotary(False), "RotaryPosEmbedGrad": _rotary(True),
     "GroupQuantizeDecompress": _group_quantize_decompress,
     "LambSquare": _lamb_square, "Subsample": _subsample,
 }

@@ -70,13 +70,14 @@ def _gather(em, e):
                             f"{zero}, prog, {_dbg(e)})")
 
 
-def _arg_extreme(em, e):
-    x = e.inputs[0]
-    axis = int(e.attrs["axis"]) % len(x.shape)
-    em.helpers.add("argExtreme")
-    is_min = str(e.type == "ArgMin").lower()
-    em.define(e.outputs[0], f"ipuxl_export::argExtreme(graph, {em.t(x)}, {axis}, {is_min}, "
-                            f"{_ulist(e.outputs[0].shape)}, prog, {_dbg(e)})")
+def _arg_extreme(is_min: bool):
+    def emit(em, e):
+        x = e.inputs[0]
+        axis = int(e.attrs["axis"]) % len(x.shape)
+        em.helpers.add("argExtreme")
+        em.define(e.outputs[0], f"ipuxl_export::argExtreme(graph, {em.t(x)}, {axis}, {str(is_min).lower()}, "
+                                f"{_ulist(e.outputs[0].shape)}, prog, {_dbg(e)})")
+    return emit
 
 
 def _onehot(em, e):
@@ -106,32 +107,33 @@ def _increment_mod(em, e):
         inc_c, mod_c = (f"{float(np.float32(v)).hex()}f" for v in (inc, mod))
     expr = (f"popops::expr::Rem(popops::expr::Add(popops::expr::_1, popops::expr::Const({inc_c})), "
             f"popops::expr::Const({mod_c}))")
-    if e.type.endswith("Inplace"):
+    if e.modified:  # the in-place form
         em.line(f"popops::mapInPlace(graph, {expr}, {{{em.t(x)}}}, prog, {_dbg(e)});")
         em.alias(e.outputs[0], x)
     else:
         em.define(e.outputs[0], f"popops::map(graph, {expr}, {{{em.t(x)}}}, prog, {_dbg(e)})")
 
 
-_NORM_KIND = {"ReduceL1": 0, "ReduceL2": 1, "ReduceLogSum": 2, "ReduceLogSumExp": 3}
-
-
-def _norm_reduce(em, e):
-    x, out = e.inputs[0], e.outputs[0]
-    rank = len(x.shape)
-    axes = sorted({int(a) % rank for a in e.attrs["axes"]}) if rank else []
-    _em().ptype(x.dtype)
-    em.helpers.add("normReduce")
-    em.define(out, f"ipuxl_export::normReduce(graph, {em.t(x)}, {_ulist(axes)}, {_NORM_KIND[e.type]}, "
-                   f"{_ulist(out.shape)}, prog, {_dbg(e)})")
+def _norm_reduce(kind: int):
+    """ReduceL1 (0), ReduceL2 (1), ReduceLogSum (2), ReduceLogSumExp (3)."""
+    def emit(em, e):
+        x, out = e.inputs[0], e.outputs[0]
+        rank = len(x.shape)
+        axes = sorted({int(a) % rank for a in e.attrs["axes"]}) if rank else []
+        _em().ptype(x.dtype)
+        em.helpers.add("normReduce")
+        em.define(out, f"ipuxl_export::normReduce(graph, {em.t(x)}, {_ulist(axes)}, {kind}, "
+                       f"{_ulist(out.shape)}, prog, {_dbg(e)})")
+    return emit
 
 
 INDEX_KERNELS = {
     "Gather": _gather, "TiedGather": _gather,
-    "ArgMax": _arg_extreme, "ArgMin": _arg_extreme,
+    "ArgMax": _arg_extreme(False), "ArgMin": _arg_extreme(True),
     "Onehot": _onehot,
     "IncrementMod": _increment_mod, "IncrementModInplace": _increment_mod,
-    **{t: _norm_reduce for t in _NORM_KIND},
+    "ReduceL1": _norm_reduce(0), "ReduceL2": _norm_reduce(1), "ReduceLogSum": _norm_reduce(2),
+    "ReduceLogSumExp": _norm_reduce(3),
 }
 
 _GATHER = r"""
