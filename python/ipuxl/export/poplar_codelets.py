@@ -389,3 +389,8 @@ HELPERS.update(INDEX_HELPERS)
 from .poplar_addons import ADDONS_HELPERS  # noqa: E402
 
 HELPERS.update(ADDONS_HELPERS)
+
+# PrintTensor, BatchNormInference, Histogram, ReduceMedian (poplar_misc.py).
+from .poplar_misc import MISC_HELPERS  # noqa: E402
+
+HELPERS.update(MISC_HELPERS)

@@ -16,6 +16,7 @@ import numpy as np
 from .poplar_codelets import CODELETS, HELPERS
 from .poplar_addons import ADDONS_KERNELS
 from .poplar_index import INDEX_KERNELS
+from .poplar_misc import MISC_KERNELS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
 from .poplar_scan import SCAN_KERNELS
@@ -573,7 +574,7 @@ KERNELS = {
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
     **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS, **INDEX_KERNELS,
-    **ADDONS_KERNELS,
+    **ADDONS_KERNELS, **MISC_KERNELS,
 }
 
 
@@ -685,6 +686,8 @@ _INCLUDES = {"gcl": ["#include <gcl/Collectives.hpp>"],
              "scatterReduce": ["#include <limits>"],
              "argExtreme": ["#include <popnn/Loss.hpp>"],
              "oneHotAxis": ["#include <popops/Encoding.hpp>"],
+             "histogram": ["#include <popops/GatherStatistics.hpp>"],
+             "reduceMedian": ["#include <popops/TopK.hpp>"],
              "functionBuffers": ["#include <poplar/FunctionBufferMappingType.hpp>"]}
 
 

@@ -1,0 +1,93 @@
+"""``ipuxl export poplar`` of PrintTensor (``program::PrintTensor``),
+BatchNormInference (``popops::map`` of the folded scale and shift),
+Histogram (``popops::histogram``) and ReduceMedian (``popops::topK``):
+exported, built against ipuxl's Poplar, run, and compared with
+``Session.run`` and a float64 NumPy / PyTorch oracle (slow: compiles C++)."""
+import numpy as np
+import pytest
+
+import ipuxl as popxl
+import ipuxl.ops as ops
+from poplar_roundtrip import roundtrip
+
+torch = pytest.importorskip("torch")
+
+
+def _ir(shape, dtype, fn):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream(shape, dtype, name="x")
+        y = fn(ops.host_load(xs, "x"))
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    return ir, xs
+
+
+@pytest.mark.slow
+def test_print_tensor_prints_and_passes_the_tensor_through(tmp_path):
+    ir, xs = _ir((2, 3), popxl.float32, lambda x: ops.print_tensor(x, "probe") * 2.0)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert 'poplar::program::PrintTensor("probe", ' in src
+    np.testing.assert_array_equal(got["y"], 2 * x)
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [popxl.float32, popxl.float16])
+def test_batch_norm_inference_roundtrip(dt, tmp_path):
+    rng = np.random.default_rng(3)
+    c = 4
+    scale, bias, mean = (rng.normal(size=c).astype(dt.as_numpy()) for _ in range(3))
+    var = (rng.random(c) + 0.5).astype(dt.as_numpy())
+
+    def fn(x):
+        consts = [popxl.constant(v, dt) for v in (scale, bias, mean, var)]
+        return ops.batch_norm_inference(x, *consts, epsilon=1e-3)
+
+    ir, xs = _ir((2, c, 3, 5), dt, fn)
+    x = rng.normal(size=(2, c, 3, 5)).astype(dt.as_numpy())
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "ipuxl_export::batchNormInference(" in src
+    oracle = torch.nn.functional.batch_norm(
+        torch.tensor(x.astype(np.float64)), torch.tensor(mean.astype(np.float64)),
+        torch.tensor(var.astype(np.float64)), torch.tensor(scale.astype(np.float64)),
+        torch.tensor(bias.astype(np.float64)), training=False, eps=1e-3).numpy()
+    tol = dict(rtol=2e-3, atol=4e-3) if dt == popxl.float16 else dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["y"].astype(np.float64), oracle, **tol)
+    np.testing.assert_allclose(got["y"].astype(np.float64), want["y"].astype(np.float64), **tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("absolute", [False, True])
+def test_histogram_roundtrip(absolute, tmp_path):
+    levels = [-1.0, 0.0, 0.5, 2.0]
+    ir, xs = _ir((7, 9), popxl.float32, lambda x: ops.histogram(x, levels, absolute))
+    x = np.random.default_rng(5).normal(size=(7, 9)).astype(np.float32)
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, 0.5, -1.0  # NaN: last bin; values on an edge: the upper bin
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "popops::histogram(" in src
+    v = np.abs(x) if absolute else x
+    edges = np.array(levels)
+    oracle = np.array([np.sum(v < edges[0])] +
+                      [np.sum((v >= edges[i - 1]) & (v < edges[i])) for i in range(1, len(edges))] +
+                      [np.sum(~(v < edges[-1]))], np.uint32)
+    np.testing.assert_array_equal(got["y"], oracle)
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("axes,keep", [([1], False), ([0, 2], True)])
+def test_reduce_median_roundtrip(axes, keep, tmp_path):
+    ir, xs = _ir((4, 6, 3), popxl.float32, lambda x: ops.median(x, axes, keep))
+    x = np.random.default_rng(9).normal(size=(4, 6, 3)).astype(np.float32)
+    x[3, 2, 1] = np.nan  # its group's median is NaN
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "popops::topK(" in src
+    t = torch.tensor(x.astype(np.float64))
+    moved = t.permute([d for d in range(3) if d not in axes] + axes).reshape(
+        [x.shape[d] for d in range(3) if d not in axes] + [-1])
+    oracle = torch.median(moved, dim=-1).values.numpy()  # the lower middle; NaN if any
+    if keep:
+        oracle = oracle.reshape([1 if d in axes else x.shape[d] for d in range(3)])
+    np.testing.assert_array_equal(got["y"], oracle.astype(np.float32))
+    np.testing.assert_array_equal(got["y"], want["y"])
