@@ -91,3 +91,32 @@ def test_reduce_median_roundtrip(axes, keep, tmp_path):
         oracle = oracle.reshape([1 if d in axes else x.shape[d] for d in range(3)])
     np.testing.assert_array_equal(got["y"], oracle.astype(np.float32))
     np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["add", "mean", "max"])
+def test_all_reduce_across_ipus_roundtrip(op, tmp_path):
+    """ops.collectives.all_reduce of tensors on IPUs 0 and 1 of one
+    replica: every output, on its input's IPU, is the reduction of both."""
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        xs = popxl.h2d_stream((2, 3), popxl.float32, name="x")
+        with popxl.ipu(0):
+            a = ops.host_load(xs, "x") * 1.5
+        with popxl.ipu(1):
+            b = popxl.variable(np.array([[1.0, -2.0, 4.0], [0.5, 8.0, -1.0]], np.float32), name="b") + 0.0
+        ra, rb = ops.collectives.all_reduce([a, b], ipus=[0, 1], op=op)
+        with popxl.ipu(0):
+            ops.host_store(popxl.d2h_stream(ra.shape, ra.dtype, name="ya"), ra)
+        with popxl.ipu(1):
+            ops.host_store(popxl.d2h_stream(rb.shape, rb.dtype, name="yb"), rb)
+    x = np.random.default_rng(2).normal(size=(2, 3)).astype(np.float32)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert src.count("popops::reduceWithOutput(graph, poplar::concat(") == 2
+    # each output on its input's IPU, the other input copied there
+    assert '"all_reduce/in1_on_ipu0"' in src and '"all_reduce/in0_on_ipu1"' in src
+    both = np.stack([x.astype(np.float64) * 1.5, [[1.0, -2.0, 4.0], [0.5, 8.0, -1.0]]])
+    oracle = {"add": both.sum(0), "mean": both.mean(0), "max": both.max(0)}[op].astype(np.float32)
+    for k in ("ya", "yb"):
+        np.testing.assert_allclose(got[k], oracle, rtol=1e-6)
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6)

@@ -12,6 +12,12 @@
 * ``Histogram``: PopART's HistogramOpx, ``popops::histogram`` of the input
   against its levels (rounded to the input's type, as the Session holds
   them), its FLOAT counts cast to uint32; exact.
+* ``AllReduce`` (across the IPUs of one replica): output ``i``, on IPU
+  ``ipus[i]``, is ``popops::reduceWithOutput`` over the inputs copied to
+  that IPU (``poputil::cloneToIpu`` and a ``Copy`` each) and stacked; a mean
+  multiplies by ``1/n`` after the sum. The identical-inputs form's forward
+  is a copy of each input. The Session accumulates in double and rounds
+  once: within float rounding (exact for min, max, and integers).
 * ``ReduceMedian``: the reduced axes moved innermost and flattened,
   ``popops::topK`` of the ``(n - 1) / 2 + 1`` smallest, the last of them
   (the lower of the two middle values for even counts, as the Session and
@@ -84,7 +90,47 @@ def _reduce_median(em, e):
                    f"{_dbg(e)})")
 
 
+# popops reduction of each collective op code (ops.collectives OP_MAP; 1 is mean)
+_POPOPS_REDUCE = {0: "ADD", 1: "ADD", 2: "MUL", 3: "MIN", 4: "MAX", 5: "LOGICAL_AND", 6: "LOGICAL_OR",
+                  7: "SQUARE_ADD"}
+
+
+def _all_reduce_ipus(em, e):
+    from .poplar_emit import cstr
+
+    a = e.attrs
+    ipus = [int(getattr(t, "_ipu", 0) or 0) for t in e.inputs]  # output i goes on input i's IPU
+    code = int(a["op"])
+    if code not in _POPOPS_REDUCE:
+        raise NotImplementedError(f"Poplar export: op AllReduce ({e.name!r}) with reduction code {code}")
+    for i, (t, out) in enumerate(zip(e.inputs, e.outputs)):
+        _em().ptype(t.dtype)
+        if int(a.get("identical_inputs", 0)):  # PopART's identity forward
+            ref = em.define(out, f"poputil::cloneToIpu(graph, {em.t(t)}, {ipus[i]}, {cstr(out.id)})")
+            em.line(f"prog.add(poplar::program::Copy({em.t(t)}, {ref}));")
+            continue
+        parts = []
+        for j, s in enumerate(e.inputs):
+            if ipus[j] == ipus[i]:
+                parts.append(f"{em.t(s)}.expand({{0}})")
+                continue
+            v = em.fresh("onIpu")
+            em.line(f"poplar::Tensor {v} = poputil::cloneToIpu(graph, {em.t(s)}, {ipus[i]}, "
+                    f"{cstr(f'{e.name}/in{j}_on_ipu{ipus[i]}')});")
+            em.line(f"prog.add(poplar::program::Copy({em.t(s)}, {v}));")
+            parts.append(f"{v}.expand({{0}})")
+        ref = em.define(out, f"poputil::cloneToIpu(graph, {em.t(t)}, {ipus[i]}, {cstr(out.id)})")
+        em.line(f"popops::reduceWithOutput(graph, poplar::concat({{{', '.join(parts)}}}), {ref}, {{0}}, "
+                f"popops::ReduceParams(popops::Operation::{_POPOPS_REDUCE[code]}), prog, {_dbg(e)});")
+        if code == 1:
+            em.line(f"popops::mulInPlace(graph, {ref}, {float(np.float32(1.0 / len(e.inputs))).hex()}f, prog, "
+                    f"{_dbg(e)});")
+
+
+_all_reduce_ipus.whole_graph = True  # its outputs live on several IPUs
+
 MISC_KERNELS = {
+    "AllReduce": _all_reduce_ipus,
     "PrintTensor": _print_tensor,
     "BatchNormInference": _batch_norm_inference,
     "Histogram": _histogram,
