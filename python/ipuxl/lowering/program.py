@@ -249,10 +249,11 @@ def _code(enum, name: str) -> int:
     return _table(enum)[name]
 
 
-def to_desc(prog: Program, with_data: bool = True):
+def to_desc(prog: Program, with_data: bool = True, with_index: bool = True):
     """The core ProgramDesc of ``prog``, and ``{tensor: core index}``,
     ``{stream: core index}``. ``with_data=False`` leaves constants' data out
-    (a description for reports, never run). It reads the program's own
+    (a description for reports, never run); ``with_index=False`` gives None
+    for the tensor index (the caller needs only the description). It reads the program's own
     records (:class:`Entry`, :class:`LoweredTensor`) and the streams and
     remote buffers it lists: no Ir op, no Ir tensor, no OpDef."""
     desc = core.ProgramDesc()
@@ -273,37 +274,50 @@ def to_desc(prog: Program, with_data: bool = True):
         graph_index[g] = desc.add_graph(g.name or "main")
     tensor_kind, tile_set_code = _table(core.TensorKind), _table(core.TileSet)
     kind_code, context_code = _table(core.OpKind), _table(core.ExecContext)
-    tensor_index: Dict[object, int] = {}
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
-    # The index by object identity: Tensor.__hash__ is Python code, and ops
-    # name their tensors by the objects the records hold (an equal but
-    # different object falls back to tensor_index).
-    by_id: Dict[int, int] = {}
     # Records go to the core in one call per kind (add_tensors, add_ops):
     # tuples of add_tensor's / add_op's positional arguments.
     trecs = [(graph_index[g], r.name, r.dtype._core_code, r.shape, tensor_kind[r.kind], r.ipu,
               tile_set_code[r.tile_set]) for g, r in records]
     first = desc.add_tensors(trecs)
-    for i, (_g, r) in enumerate(records, first):
-        tensor_index[r.tensor] = i
-        by_id[id(r.tensor)] = i
-        if r.data is not None and with_data:
-            desc.set_tensor_data(i, np.ascontiguousarray(r.data))
+    tensors = [r.tensor for _g, r in records]
+    indices = range(first, first + len(tensors))
+    # The index by object identity: Tensor.__hash__ is Python code, and ops
+    # name their tensors by the objects the records hold (an equal but
+    # different object falls back to tensor_index). As with assignments in
+    # record order, a later record of an equal tensor wins.
+    by_id: Dict[int, int] = dict(zip(map(id, tensors), indices))
+    tensor_index: Optional[Dict[object, int]] = dict(zip(tensors, indices)) if with_index else None
+
+    def index_of(t) -> int:
+        """The core index of an Ir tensor equal to ``t`` (another object)."""
+        nonlocal tensor_index
+        if tensor_index is None:
+            tensor_index = dict(zip(tensors, indices))
+        return tensor_index[t]
+    if with_data:
+        for i, (_g, r) in enumerate(records, first):
+            if r.data is not None:
+                desc.set_tensor_data(i, np.ascontiguousarray(r.data))
     program_cost = _cost_fields(None, _code(core.CostClass, "program"))
     costs: Dict[int, tuple] = {}  # id(Cost) -> its fields (one per op type)
     no_collective = (0, 0, ())
     orecs = []
     add = orecs.append
+    # An absent optional input (None) is index -1: one look-up per input.
+    core_index = dict(by_id)
+    core_index[id(None)] = -1
+    index = core_index.__getitem__
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
             try:
-                ins = [-1 if t is None else by_id[id(t)] for t in e.inputs]
-                outs = [by_id[id(t)] for t in e.outputs]
+                ins = list(map(index, map(id, e.inputs)))
+                outs = list(map(by_id.__getitem__, map(id, e.outputs)))
             except KeyError:
-                ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
-                outs = [tensor_index[t] for t in e.outputs]
+                ins = [-1 if t is None else index_of(t) for t in e.inputs]
+                outs = [index_of(t) for t in e.outputs]
             if e.kind != "kernel":
                 cost = program_cost
             else:
@@ -329,9 +343,16 @@ def to_desc(prog: Program, with_data: bool = True):
     desc.add_ops(orecs)
     for g in prog.graphs:
         gi = graph_index[g]
-        desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
-                          [tensor_index[t] for t in prog.graph_outputs[g]])
+        desc.set_graph_io(gi, [_index(by_id, index_of, t) for t in prog.graph_inputs[g]],
+                          [_index(by_id, index_of, t) for t in prog.graph_outputs[g]])
+    if with_index and tensor_index is None:
+        tensor_index = dict(zip(tensors, indices))
     return desc, tensor_index, stream_index
+
+
+def _index(by_id: Dict[int, int], index_of, t) -> int:
+    i = by_id.get(id(t))
+    return i if i is not None else index_of(t)
 
 
 def _cost_fields(cost, cls: Optional[int] = None) -> tuple:
