@@ -389,9 +389,11 @@ class Tensor:
         if raw is None or raw.dtype.kind not in "biuf":
             raise TypeError(f"cannot combine tensor {self.id!r} with {value!r}: expected a "
                             "Tensor, a number, a bool or an array of them")
-        _check_fits(raw, dt.as_numpy(), f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
+        want = dt.as_numpy()
+        if want.kind != "f":  # (allow_inf: nothing to refuse for a float tensor)
+            _check_fits(raw, want, f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
         try:
-            arr = np.asarray(raw, dtype=dt.as_numpy())
+            arr = np.asarray(raw, dtype=want)
         except (ValueError, OverflowError) as e:
             raise TypeError(f"cannot convert {value!r} to {dt.name} for tensor {self.id!r}: "
                             f"{e}") from None

@@ -147,7 +147,8 @@ def to_tensor(value, like: Optional[Tensor] = None, dtype: Optional[dtypes.dtype
 
         # A value the tensor's dtype cannot hold would wrap (2**62 -> 0 in
         # int32) or become inf: refused, as for variables and feeds.
-        _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
+        if dt.as_numpy().kind != "f":  # (allow_inf: nothing to refuse for a float dtype)
+            _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
     try:
         arr = raw if dt is None else np.asarray(raw, dtype=dt.as_numpy())
     except (TypeError, ValueError, OverflowError):
