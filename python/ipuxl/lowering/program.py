@@ -129,10 +129,13 @@ def _own_sequences(d: dict) -> None:
     """Replace an entry's sequences (in its ``__dict__``) by its own copies."""
     d["inputs"] = list(d["inputs"])
     d["outputs"] = list(d["outputs"])
-    d["aliases"] = [tuple(a) for a in d["aliases"]]
-    d["modified"] = sorted(set(d["modified"]))
+    a = d["aliases"]
+    d["aliases"] = [tuple(x) for x in a] if a else []
+    m = d["modified"]
+    d["modified"] = sorted(set(m)) if m else []
     d["graphs"] = list(d["graphs"])
-    d["branch_inputs"] = [list(b) for b in d["branch_inputs"]]
+    b = d["branch_inputs"]
+    d["branch_inputs"] = [list(x) for x in b] if b else []
 
 
 _ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
