@@ -21,7 +21,7 @@ from .._core_loader import apply_conv_options, core
 from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
-from .program import Entry, LoweredTensor, Program, to_desc
+from .program import DescMemo, Entry, LoweredTensor, Program, to_desc
 
 __all__ = ["lower", "build", "LoweredProgram", "Entry", "Program"]
 
@@ -238,9 +238,12 @@ def build(ir, passes=None) -> LoweredProgram:
         faithful = lower(ir)
         host = faithful.copy()
         counts = host_passes.apply(host, names)
-        desc, tensor_index, stream_index = to_desc(host)
-        faithful_desc = to_desc(faithful, with_data=False, with_index=False)[0] \
+        # The faithful description first (when it differs): the host one
+        # reuses the records of the entries no pass changed.
+        memo = DescMemo()
+        faithful_desc = to_desc(faithful, with_data=False, with_index=False, memo=memo)[0] \
             if any(counts.values()) else None
+        desc, tensor_index, stream_index = to_desc(host, memo=memo)
     apply_conv_options()
     engine = core.Engine(desc, 0, faithful_desc)
     lp = LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)
