@@ -66,6 +66,10 @@ def broadcast(dtype: Optional[dtypes.dtype] = None, dtype_of: int = 0) -> Callab
     """One output with the NumPy broadcast of the present inputs' shapes, of
     ``dtype`` (default: the dtype of input ``dtype_of``)."""
     def rule(ins, attrs, graphs=()):
+        if len(ins) == 2 and ins[0] is not None and ins[1] is not None \
+                and ins[0].shape == ins[1].shape:  # two present inputs, one shape
+            return [(tuple(map(int, ins[0].shape)),
+                     dtype if dtype is not None else ins[dtype_of].dtype)]
         present = [t for t in ins if t is not None]
         shapes = [t.shape for t in present]
         first = shapes[0] if shapes else ()
