@@ -242,7 +242,7 @@ def main(argv=None) -> int:
               f"{r['autodiff']:>10.2f} {r['session']:>9.2f} {total:>8.2f} {r['cpu']:>7.2f} "
               f"{r['cpu_build']:>5.2f}/{r['cpu_autodiff']:.2f}/{r['cpu_session']:.2f} "
               f"{r['run'] * 1e3:>8.1f} {total / n * 1e6:>6.0f} {r['rss_mib']:>12.0f}", flush=True)
-    if len(ns) >= 2:
+    if len(set(ns)) >= 2:  # (repeats of one size have no slope)
         print(f"exponent of build + autodiff + session time over {ns[0]} -> {ns[-1]} ops "
               f"(least squares, 1.0 = linear): {fit_exponent(ns, ts):.2f} wall, "
               f"{fit_exponent(ns, cs):.2f} cpu")

@@ -463,10 +463,19 @@ void Model::liveness_and_cycles() {
         best_held = held;
         best_inner = big_inner;
       }
+      // The most on one tile is reported for the main graph's steps only;
+      // the other graphs' steps need just the per-tile peak (a loop the
+      // compiler vectorises: these two loops run once per step per tile).
       double mx = 0;
-      for (int t = 0; t < T_; ++t) {
-        peak[t] = std::max(peak[t], step[t]);
-        mx = std::max(mx, step[t]);
+      if (g == main_) {
+        for (int t = 0; t < T_; ++t) {
+          peak[t] = std::max(peak[t], step[t]);
+          mx = std::max(mx, step[t]);
+        }
+      } else {
+        double* pk = peak.data();
+        const double* sp = step.data();
+        for (int t = 0; t < T_; ++t) pk[t] = std::max(pk[t], sp[t]);
       }
       if (st.io) {
         const int64_t start = std::max(cyc, io_free);

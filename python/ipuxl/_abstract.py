@@ -163,7 +163,7 @@ class AbstractProgram:
         from .lowering.program import to_desc  # noqa: PLC0415
 
         self.faithful = lower(ir)
-        self.model_desc = to_desc(self.faithful, with_data=False)[0]
+        self.model_desc = to_desc(self.faithful, with_data=False, with_index=False)[0]
         self.engine = None
         self.host_passes: dict = {}
         self.variables: list = []

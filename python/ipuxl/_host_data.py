@@ -91,9 +91,12 @@ def _to_host_array(data, dtype: Optional[dtypes.dtype], downcast: bool, what: st
             if src.dtype.kind in "iuf":
                 _check_fits(src, dt.as_numpy(), what, warn=True)
                 data = src
+        want = dt.as_numpy()
         try:
+            if isinstance(data, np.ndarray) and data.dtype == want:
+                return aligned_copy(data, want), dt  # a copy: no cast to warn about
             with np.errstate(over="ignore", invalid="ignore"):  # _check_fits warned
-                return aligned_copy(data, dt.as_numpy()), dt
+                return aligned_copy(data, want), dt
         except (TypeError, ValueError, OverflowError) as e:
             raise type(e)(f"{what}: cannot convert the data to {dt.name}: {e}") from None
     arr = data if isinstance(data, np.memmap) else _host_asarray(data, what)

@@ -88,6 +88,9 @@ class dtype:
         core_type = _core.DType.__members__.get(name)
         self._code = None if core_type is None else int(core_type)
         self._np_type = np_type
+        # numpy's dtype of it, made once (np.dtype() per call costs more than
+        # the callers' own work; numpy returns the same object every time).
+        self._np_dtype = None if np_type is None else np.dtype(np_type)
         self._is_complex = is_complex
         self._is_int = is_int
         self._is_fp = is_fp
@@ -108,7 +111,8 @@ class dtype:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self._np_type).itemsize
+        return np.dtype(self._np_type).itemsize if self._np_dtype is None else \
+            self._np_dtype.itemsize
 
     @property
     def _core_code(self) -> int:
@@ -154,7 +158,7 @@ class dtype:
     def as_numpy(self) -> np.dtype:
         if self._np_type is None:
             raise TypeError(f"{self!r} has no numpy equivalent")
-        return np.dtype(self._np_type)
+        return self._np_dtype
 
     def as_torch(self):
         import torch  # optional dependency

@@ -97,7 +97,7 @@ def _load_all_rules() -> None:
 def get_grad_rule(op_type: str) -> Optional[GradRule]:
     if op_type not in _RULES and op_type not in _DECOMPOSITIONS:
         _load_all_rules()
-    if any(op_type in f for f in _FORCED) and op_type in _DECOMPOSITIONS:
+    if _FORCED and any(op_type in f for f in _FORCED) and op_type in _DECOMPOSITIONS:
         return None
     return _RULES.get(op_type)
 

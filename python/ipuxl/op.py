@@ -189,7 +189,7 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
         if cg.ir is not g.ir:
             raise ValueError(f"{type}: graph {cg.name!r} belongs to another Ir ({cg.ir.id}) than "
                              f"the calling graph {g.name!r} ({g.ir.id})")
-    attrs = dict(attrs or {})
+    attrs = dict(attrs) if attrs else {}
     specs = d.infer(list(inputs), attrs, list(called_graphs))
     names = []
     for k, out in enumerate(outputs):
@@ -203,17 +203,34 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
                 f"{type}: the builder's output {k} {dt}{tuple(shape)} disagrees with the op's "
                 f"shape rule {want}")
         names.append(out_name)
-    base = (name or type.lower()).split("/")[-1]
-    names += [f"{base}_out" if len(specs) == 1 else f"{base}_out{k}"
-              for k in range(len(names), len(specs))]
+    lower = name or type.lower()
+    if len(names) < len(specs):
+        base = lower.split("/")[-1]
+        names += [f"{base}_out" if len(specs) == 1 else f"{base}_out{k}"
+                  for k in range(len(names), len(specs))]
     if len(names) != len(specs):
         raise AssertionError(f"{type}: {len(names)} output names for {len(specs)} outputs")
-    op_name = g._unique_op_name(ctx._scoped_name(name or type.lower()))
-    op = Op(g, type, op_name, attrs, called_graphs, d.aliases(inputs, attrs, called_graphs),
-            d.modifies(inputs, attrs, called_graphs))
+    op_name = g._unique_op_name(ctx._scoped_name(lower))
+    aliases = d.aliases(inputs, attrs, called_graphs)
+    modified = d.modifies(inputs, attrs, called_graphs)
+    # Op(...)'s fields, in its order, with the context already at hand.
+    op = object.__new__(Op)
+    op.graph = g
+    op.id = g._ir._next_op_id()
+    op.type = type
+    op.name = op_name
+    op.attrs = dict(attrs)
+    op.called_graphs = list(called_graphs)
+    op.aliases = list(aliases)
+    op.modified = set(modified)
     op.inputs = list(inputs)
+    op.outputs = outs = []
+    op._ipu = ctx._ipu_id
+    op._tile_set = "io" if ctx._io_tile_set else "compute"
+    op.execution_context = ctx._execution_context
+    create = Tensor._create
     for out_name, (shape, dt) in zip(names, specs):
-        op.outputs.append(Tensor._create(g, out_name, tuple(map(int, shape)), dt, producer=op))
+        outs.append(create(g, out_name, tuple(map(int, shape)), dt, producer=op))
     for i in op.modified:
         _check_writable(name or type, op.inputs[i])
     g._add_op(op)

@@ -66,12 +66,35 @@ class TensorSpec(Mapping):
 
 _OPS_MODULE = None
 
+#: Producer kinds whose output's placement the search follows (others: the op's own).
+_FOLLOWED_KINDS = ("ipu_copy", "call", "repeat")
+#: Consumer lists up to this long are read again on every placement query.
+_CONSUMERS_READ_AGAIN = 8
+
+
+def _least_placement(cons, start: int, best):
+    """The least of ``best`` and the ``(ipu, tile set)`` of ``cons[start:]``
+    (an ``IpuCopy``'s source; unplaced ops do not count)."""
+    for k in range(start, len(cons)):
+        c = cons[k]
+        if get_opdef(c.type).kind == "ipu_copy":
+            here = (c.attrs["_source"], c._tile_set)
+        elif c._ipu is not None:
+            here = (c._ipu, c._tile_set)
+        else:
+            continue
+        if best is None or here < best:
+            best = here
+    return best
+
 
 class Tensor:
     """A tensor of a graph. Created by ops and the creation functions, never directly."""
 
     #: A remote variable's place: (RemoteBuffer, entry, sharded); None otherwise.
     _remote = None
+    #: ``_consumers_placement``'s kept answer (long consumer lists only).
+    _consumers_place = None
 
     def __init__(self):
         raise RuntimeError(
@@ -98,7 +121,7 @@ class Tensor:
         self._consumers = []
         # Placement: where the op (or creation context) put it.
         if producer is not None:
-            self._ipu, self._tile_set = producer.ipu, producer.tile_set
+            self._ipu, self._tile_set = producer._ipu, producer._tile_set
         else:
             ctx = get_current_context()
             self._ipu, self._tile_set = ctx._ipu_id, "io" if ctx._io_tile_set else "compute"
@@ -209,9 +232,9 @@ class Tensor:
         ``_VGID_SEARCH_LIMIT`` tensors (then the calls' own placement counts)."""
         p = self._producer
         if p is not None:
-            if get_opdef(p.type).kind not in ("ipu_copy", "call", "repeat"):
-                if p.ipu is not None:
-                    return (p.ipu, p.tile_set)  # an ordinary op's output: where the op runs
+            if get_opdef(p.type).kind not in _FOLLOWED_KINDS:
+                if p._ipu is not None:
+                    return (p._ipu, p._tile_set)  # an ordinary op's output: where the op runs
                 # An unplaced ordinary op's output: the search below would
                 # find nothing to follow; its consumers place it.
                 by_consumers = self._consumers_placement()
@@ -266,30 +289,24 @@ class Tensor:
         """The least ``(ipu, tile set)`` of the ops consuming this tensor (an
         ``IpuCopy``'s source), or None.
 
-        Every op created on a variable asks for it, so the answer is kept and
-        extended by the consumers added since; it is recomputed when the
-        consumer list is replaced, shrinks or no longer ends with the consumer
-        seen last, or when an existing op was re-placed (``op.placement_epoch``)."""
+        Every op created on a variable asks for it, so for a tensor with many
+        consumers the answer is kept and extended by the consumers added
+        since; it is recomputed when the consumer list is replaced, shrinks
+        or no longer ends with the consumer seen last, or when an existing op
+        was re-placed (``op.placement_epoch``). A short list is read again
+        (cheaper than keeping an answer on every tensor)."""
         cons = self._consumers
         n = len(cons)
+        if n <= _CONSUMERS_READ_AGAIN:
+            return _least_placement(cons, 0, None)
         epoch = placement_epoch()
-        cached = self.__dict__.get("_consumers_place")
+        cached = self._consumers_place
         if cached is not None and cached[0] is cons and cached[1] <= n and cached[4] == epoch \
                 and (cached[1] == 0 or cons[cached[1] - 1] is cached[2]):
-            start, best = cached[1], cached[3]
+            best = _least_placement(cons, cached[1], cached[3])
         else:
-            start, best = 0, None
-        for k in range(start, n):
-            c = cons[k]
-            if get_opdef(c.type).kind == "ipu_copy":
-                here = (c.attrs["_source"], c.tile_set)
-            elif c.ipu is not None:
-                here = (c.ipu, c.tile_set)
-            else:
-                continue
-            if best is None or here < best:
-                best = here
-        self._consumers_place = (cons, n, cons[n - 1] if n else None, best, epoch)
+            best = _least_placement(cons, 0, None)
+        self._consumers_place = (cons, n, cons[n - 1], best, epoch)
         return best
 
     @property
@@ -372,9 +389,11 @@ class Tensor:
         if raw is None or raw.dtype.kind not in "biuf":
             raise TypeError(f"cannot combine tensor {self.id!r} with {value!r}: expected a "
                             "Tensor, a number, a bool or an array of them")
-        _check_fits(raw, dt.as_numpy(), f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
+        want = dt.as_numpy()
+        if want.kind != "f":  # (allow_inf: nothing to refuse for a float tensor)
+            _check_fits(raw, want, f"operand {value!r} of tensor {self.id!r}", allow_inf=True)
         try:
-            arr = np.asarray(raw, dtype=dt.as_numpy())
+            arr = np.asarray(raw, dtype=want)
         except (ValueError, OverflowError) as e:
             raise TypeError(f"cannot convert {value!r} to {dt.name} for tensor {self.id!r}: "
                             f"{e}") from None

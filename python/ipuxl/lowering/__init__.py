@@ -21,7 +21,7 @@ from .._core_loader import apply_conv_options, core
 from .._gc import gc_paused
 from ..opdef import get_opdef
 from . import host_passes
-from .program import Entry, Program, tensor_record, to_desc
+from .program import DescMemo, Entry, LoweredTensor, Program, to_desc
 
 __all__ = ["lower", "build", "LoweredProgram", "Entry", "Program"]
 
@@ -175,12 +175,24 @@ def _tensor_records(g) -> list:
 
     inputs = set(map(id, g._inputs))
     out = []
+    new = object.__new__
     for t in g._tensors.values():
         if t._remote is not None:
             continue
         kind = ("variable" if isinstance(t, Variable) else "constant" if isinstance(t, Constant)
                 else "input" if id(t) in inputs else "intermediate")
-        out.append(tensor_record(t, kind))
+        # tensor_record(t, kind) for an Ir tensor, whose fields are all there.
+        ipu = t._ipu
+        if t._producer is None:
+            inferred = t._virtual_graph_id_and_tile_set()[0]
+            if inferred != -1:
+                ipu = inferred
+        r = new(LoweredTensor)
+        r.__dict__.update(tensor=t, name=t._id, dtype=t._dtype, shape=tuple(t._shape), kind=kind,
+                          ipu=ipu if ipu is not None else 0,
+                          tile_set="io" if t._tile_set == "io" else "compute",
+                          data=t._host_data if kind == "constant" else None)
+        out.append(r)
     return out
 
 
@@ -226,8 +238,12 @@ def build(ir, passes=None) -> LoweredProgram:
         faithful = lower(ir)
         host = faithful.copy()
         counts = host_passes.apply(host, names)
-        desc, tensor_index, stream_index = to_desc(host)
-        faithful_desc = to_desc(faithful, with_data=False)[0] if any(counts.values()) else None
+        # The faithful description first (when it differs): the host one
+        # reuses the records of the entries no pass changed.
+        memo = DescMemo()
+        faithful_desc = to_desc(faithful, with_data=False, with_index=False, memo=memo)[0] \
+            if any(counts.values()) else None
+        desc, tensor_index, stream_index = to_desc(host, memo=memo)
     apply_conv_options()
     engine = core.Engine(desc, 0, faithful_desc)
     lp = LoweredProgram(engine, faithful, host, tensor_index, stream_index, counts)

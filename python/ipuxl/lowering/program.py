@@ -16,7 +16,8 @@ import numpy as np
 
 from .._core_loader import core
 
-__all__ = ["Entry", "Program", "LoweredTensor", "SyntheticTensor", "to_desc", "tensor_record"]
+__all__ = ["Entry", "Program", "LoweredTensor", "SyntheticTensor", "DescMemo", "to_desc",
+           "tensor_record"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,10 +130,13 @@ def _own_sequences(d: dict) -> None:
     """Replace an entry's sequences (in its ``__dict__``) by its own copies."""
     d["inputs"] = list(d["inputs"])
     d["outputs"] = list(d["outputs"])
-    d["aliases"] = [tuple(a) for a in d["aliases"]]
-    d["modified"] = sorted(set(d["modified"]))
+    a = d["aliases"]
+    d["aliases"] = [tuple(x) for x in a] if a else []
+    m = d["modified"]
+    d["modified"] = sorted(set(m)) if m else []
     d["graphs"] = list(d["graphs"])
-    d["branch_inputs"] = [list(b) for b in d["branch_inputs"]]
+    b = d["branch_inputs"]
+    d["branch_inputs"] = [list(x) for x in b] if b else []
 
 
 _ENTRY_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
@@ -200,15 +204,21 @@ class Program:
         self.graph_outputs: Dict[object, list] = graph_outputs
         self.streams: List = streams
         self.synthetic: List[SyntheticTensor] = []
+        #: ``{id(entry): the entry of another program it is a copy of}`` (copy()).
+        self.copied_from: Dict[int, Entry] = {}
 
     def copy(self) -> "Program":
-        p = Program(self.ir, list(self.graphs),
-                    {g: [e.copy() for e in es] for g, es in self.entries.items()},
+        """A copy with copies of every entry (which host passes may edit);
+        ``copied_from`` maps ``id`` of each new entry to the entry it copies."""
+        entries = {g: [e.copy() for e in es] for g, es in self.entries.items()}
+        p = Program(self.ir, list(self.graphs), entries,
                     {g: list(v) for g, v in self.graph_inputs.items()},
                     {g: list(v) for g, v in self.graph_outputs.items()}, list(self.streams),
                     self.remote_buffers, self.replicas,
                     {g: list(v) for g, v in self.tensors.items()}, self.global_replicas)
         p.synthetic = list(self.synthetic)
+        p.copied_from = {id(n): o for g, es in self.entries.items()
+                         for o, n in zip(es, entries[g])}
         return p
 
     def new_input(self, g, like, suffix: str) -> SyntheticTensor:
@@ -249,10 +259,36 @@ def _code(enum, name: str) -> int:
     return _table(enum)[name]
 
 
-def to_desc(prog: Program, with_data: bool = True):
+class DescMemo:
+    """What one :func:`to_desc` call leaves for a later call on a copy of
+    its program (``build``: the faithful description, then the host one):
+    the tensor records and each entry's op record. The later call reuses a
+    record only where nothing it depends on differs: the same graphs,
+    streams, remote buffers and tensor records, in the same order (so the
+    same core indices), and an entry equal, field by field, to the one it
+    was copied from (``Program.copied_from``)."""
+
+    def __init__(self):
+        self.key: Optional[tuple] = None
+        self.trecs: list = []
+        self.ops: Dict[int, tuple] = {}  # id(entry) -> (entry, op record)
+
+
+def _same_entry(a: "Entry", b: "Entry") -> bool:
+    try:
+        return a.__dict__ == b.__dict__
+    except Exception:  # a field whose == raises (a Graph against None): not reused
+        return False
+
+
+def to_desc(prog: Program, with_data: bool = True, with_index: bool = True,
+            memo: Optional[DescMemo] = None):
     """The core ProgramDesc of ``prog``, and ``{tensor: core index}``,
     ``{stream: core index}``. ``with_data=False`` leaves constants' data out
-    (a description for reports, never run). It reads the program's own
+    (a description for reports, never run); ``with_index=False`` gives None
+    for the tensor index (the caller needs only the description).
+    ``memo``: an empty :class:`DescMemo` is filled; a filled one is reused
+    where it applies (the description is the same either way). It reads the program's own
     records (:class:`Entry`, :class:`LoweredTensor`) and the streams and
     remote buffers it lists: no Ir op, no Ir tensor, no OpDef."""
     desc = core.ProgramDesc()
@@ -273,37 +309,73 @@ def to_desc(prog: Program, with_data: bool = True):
         graph_index[g] = desc.add_graph(g.name or "main")
     tensor_kind, tile_set_code = _table(core.TensorKind), _table(core.TileSet)
     kind_code, context_code = _table(core.OpKind), _table(core.ExecContext)
-    tensor_index: Dict[object, int] = {}
     records = [(g, r) for g in prog.graphs for r in prog.tensors[g]]
+    key = None
+    if memo is not None:
+        key = (tuple(map(id, prog.graphs)), tuple(map(id, prog.streams)),
+               tuple(map(id, prog.remote_buffers)), tuple(id(r) for _g, r in records))
+    reuse = memo is not None and memo.key is not None and memo.key == key
+    fill = memo is not None and memo.key is None
+    n_ir = len(records)
     records += [(t.graph, tensor_record(t, "input")) for t in prog.synthetic]
-    # The index by object identity: Tensor.__hash__ is Python code, and ops
-    # name their tensors by the objects the records hold (an equal but
-    # different object falls back to tensor_index).
-    by_id: Dict[int, int] = {}
     # Records go to the core in one call per kind (add_tensors, add_ops):
     # tuples of add_tensor's / add_op's positional arguments.
-    trecs = [(graph_index[g], r.name, r.dtype._core_code, r.shape, tensor_kind[r.kind], r.ipu,
-              tile_set_code[r.tile_set]) for g, r in records]
+    def trec(g, r):
+        return (graph_index[g], r.name, r.dtype._core_code, r.shape, tensor_kind[r.kind], r.ipu,
+                tile_set_code[r.tile_set])
+
+    if reuse:
+        trecs = memo.trecs + [trec(g, r) for g, r in records[n_ir:]]
+    else:
+        trecs = [trec(g, r) for g, r in records]
+    if fill:
+        memo.trecs = trecs[:n_ir]
     first = desc.add_tensors(trecs)
-    for i, (_g, r) in enumerate(records, first):
-        tensor_index[r.tensor] = i
-        by_id[id(r.tensor)] = i
-        if r.data is not None and with_data:
-            desc.set_tensor_data(i, np.ascontiguousarray(r.data))
+    tensors = [r.tensor for _g, r in records]
+    indices = range(first, first + len(tensors))
+    # The index by object identity: Tensor.__hash__ is Python code, and ops
+    # name their tensors by the objects the records hold (an equal but
+    # different object falls back to tensor_index). As with assignments in
+    # record order, a later record of an equal tensor wins.
+    by_id: Dict[int, int] = dict(zip(map(id, tensors), indices))
+    tensor_index: Optional[Dict[object, int]] = dict(zip(tensors, indices)) if with_index else None
+
+    def index_of(t) -> int:
+        """The core index of an Ir tensor equal to ``t`` (another object)."""
+        nonlocal tensor_index
+        if tensor_index is None:
+            tensor_index = dict(zip(tensors, indices))
+        return tensor_index[t]
+    if with_data:
+        for i, (_g, r) in enumerate(records, first):
+            if r.data is not None:
+                desc.set_tensor_data(i, np.ascontiguousarray(r.data))
     program_cost = _cost_fields(None, _code(core.CostClass, "program"))
     costs: Dict[int, tuple] = {}  # id(Cost) -> its fields (one per op type)
     no_collective = (0, 0, ())
     orecs = []
     add = orecs.append
+    # An absent optional input (None) is index -1: one look-up per input.
+    core_index = dict(by_id)
+    core_index[id(None)] = -1
+    index = core_index.__getitem__
+    origin = prog.copied_from if reuse else {}
+    kept = memo.ops if reuse else {}
     for g in prog.graphs:
         gi = graph_index[g]
         for e in prog.entries[g]:
+            if reuse:
+                o = origin.get(id(e))
+                m = kept.get(id(o)) if o is not None else None
+                if m is not None and m[1][0] == gi and _same_entry(m[0], e):
+                    add(m[1])
+                    continue
             try:
-                ins = [-1 if t is None else by_id[id(t)] for t in e.inputs]
-                outs = [by_id[id(t)] for t in e.outputs]
+                ins = list(map(index, map(id, e.inputs)))
+                outs = list(map(by_id.__getitem__, map(id, e.outputs)))
             except KeyError:
-                ins = [-1 if t is None else tensor_index[t] for t in e.inputs]
-                outs = [tensor_index[t] for t in e.outputs]
+                ins = [-1 if t is None else index_of(t) for t in e.inputs]
+                outs = [index_of(t) for t in e.outputs]
             if e.kind != "kernel":
                 cost = program_cost
             else:
@@ -326,12 +398,23 @@ def to_desc(prog: Program, with_data: bool = True):
                  e.view_streaming_memory, e.write_host_directly,
                  graph_index.get(e.code_load_graph, -1)
                  if e.code_load_graph is not None else -1))
+            if fill:
+                memo.ops[id(e)] = (e, orecs[-1])
     desc.add_ops(orecs)
     for g in prog.graphs:
         gi = graph_index[g]
-        desc.set_graph_io(gi, [tensor_index[t] for t in prog.graph_inputs[g]],
-                          [tensor_index[t] for t in prog.graph_outputs[g]])
+        desc.set_graph_io(gi, [_index(by_id, index_of, t) for t in prog.graph_inputs[g]],
+                          [_index(by_id, index_of, t) for t in prog.graph_outputs[g]])
+    if with_index and tensor_index is None:
+        tensor_index = dict(zip(tensors, indices))
+    if fill:
+        memo.key = key
     return desc, tensor_index, stream_index
+
+
+def _index(by_id: Dict[int, int], index_of, t) -> int:
+    i = by_id.get(id(t))
+    return i if i is not None else index_of(t)
 
 
 def _cost_fields(cost, cls: Optional[int] = None) -> tuple:

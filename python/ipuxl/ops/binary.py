@@ -3,6 +3,7 @@ their in-place forms (which write into, and return, the left operand)."""
 from dataclasses import replace
 
 from ..grad import register_grad
+from ..context import get_current_graph
 from ..op import create_op
 from ..opdef import Cost, define_op
 from ..tensor import Tensor
@@ -18,10 +19,16 @@ def _binary(kind: str, name: str, lhs, rhs) -> Tensor:
         raise TypeError(f"{name}: at least one operand must be a Tensor")
     lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op=name)
     rhs = to_tensor(rhs, like=lhs, op=name)
-    check_in_graph(name, lhs=lhs, rhs=rhs)
+    g = get_current_graph()
+    # The checks' common case inline (both plain tensors of the current
+    # graph, one dtype, a numeric one); the checks themselves name the rest.
+    if not (type(lhs) is Tensor and lhs._graph is g and type(rhs) is Tensor and rhs._graph is g):
+        check_in_graph(name, lhs=lhs, rhs=rhs)
     same_tile_set(name, lhs, rhs)
-    check_same_dtype(name, lhs, rhs)
-    check_dtype_in(name, lhs, NUMERIC_DTYPES)
+    if lhs._dtype is not rhs._dtype:
+        check_same_dtype(name, lhs, rhs)
+    if lhs._dtype not in NUMERIC_DTYPES:
+        check_dtype_in(name, lhs, NUMERIC_DTYPES)
     broadcast_shapes(name, lhs, rhs)
     return create_op(kind, [lhs, rhs], [name], name=name).outputs[0]
 

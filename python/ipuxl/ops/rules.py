@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 
-__all__ = ["like_input", "broadcast", "broadcast_into", "no_outputs", "fixed_dtype", "called_graph_outputs"]
+__all__ = ["like_input", "broadcast", "broadcast_small", "broadcast_into", "no_outputs", "fixed_dtype", "called_graph_outputs"]
 
 Spec = Tuple[Tuple[int, ...], dtypes.dtype]
 
@@ -25,10 +25,35 @@ def like_input(i: int = 0, dtype: Optional[dtypes.dtype] = None) -> Callable:
     return rule
 
 
+def broadcast_small(shapes: Sequence[Tuple[int, ...]]) -> Optional[Tuple[int, ...]]:
+    """``np.broadcast_shapes(*shapes)`` (as ints) for shapes that broadcast,
+    without NumPy's per-call overhead; None when they do not, or have more
+    dimensions than NumPy takes (then NumPy decides, and raises)."""
+    ndim = max(map(len, shapes), default=0)
+    if ndim > 32:
+        return None
+    out = []
+    for k in range(ndim, 0, -1):
+        d = 1
+        for s in shapes:
+            if len(s) >= k:
+                x = s[-k]
+                if x != 1:
+                    if d == 1:
+                        d = x
+                    elif x != d:
+                        return None
+        out.append(int(d))
+    return tuple(out)
+
+
 def broadcast_of(op: str, shapes: Sequence[Tuple[int, ...]], names=()) -> Tuple[int, ...]:
     first = tuple(shapes[0]) if shapes else ()
     if all(tuple(s) == first for s in shapes[1:]):
         return tuple(map(int, first))  # equal shapes: the common case
+    small = broadcast_small([tuple(s) for s in shapes])
+    if small is not None:
+        return small
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
@@ -41,6 +66,10 @@ def broadcast(dtype: Optional[dtypes.dtype] = None, dtype_of: int = 0) -> Callab
     """One output with the NumPy broadcast of the present inputs' shapes, of
     ``dtype`` (default: the dtype of input ``dtype_of``)."""
     def rule(ins, attrs, graphs=()):
+        if len(ins) == 2 and ins[0] is not None and ins[1] is not None \
+                and ins[0].shape == ins[1].shape:  # two present inputs, one shape
+            return [(tuple(map(int, ins[0].shape)),
+                     dtype if dtype is not None else ins[dtype_of].dtype)]
         present = [t for t in ins if t is not None]
         shapes = [t.shape for t in present]
         first = shapes[0] if shapes else ()

@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..context import get_current_graph
 from ..tensor import Tensor, constant
+from .rules import broadcast_small
 
 __all__ = [
     "check_in_graph", "check_tensor", "broadcast_shapes", "to_tensor", "normalize_axis",
@@ -55,15 +56,23 @@ def same_tile_set(op: str, *ts: Tensor) -> None:
     """The inputs of one op must be on one IPU (as PopART infers each
     tensor's: see ``Tensor.ipu``; a tensor nothing places is skipped) and
     one tile set (that of their producers: tensors without one go anywhere)."""
-    placed = [(t._virtual_graph_id(), t) for t in ts if t is not None]
-    placed = [(ipu, t) for ipu, t in placed if ipu != -1]
-    for ipu, t in placed[1:]:
-        if ipu != placed[0][0]:
-            raise ValueError(
-                f"{op}: the input tensors {placed[0][1].id!r} and {t.id!r} are located on "
-                f"different IPUs: {placed[0][0]} != {ipu}. Use ops.ipu_copy (Tensor.copy_to_ipu) "
-                "to move a tensor to the IPU of the op.")
-    sets = {t.producer.tile_set for t in ts if t is not None and t.producer is not None}
+    first = None  # (ipu, tensor) of the first placed input
+    sets = set()
+    for t in ts:
+        if t is None:
+            continue
+        ipu = t._virtual_graph_id_and_tile_set()[0]
+        if ipu != -1:
+            if first is None:
+                first = (ipu, t)
+            elif ipu != first[0]:
+                raise ValueError(
+                    f"{op}: the input tensors {first[1].id!r} and {t.id!r} are located on "
+                    f"different IPUs: {first[0]} != {ipu}. Use ops.ipu_copy "
+                    "(Tensor.copy_to_ipu) to move a tensor to the IPU of the op.")
+        p = t._producer
+        if p is not None:
+            sets.add(p._tile_set)
     if len(sets) > 1:
         raise ValueError(f"{op}: inputs are on different tile sets {sorted(sets)}; use "
                          "ops.io_tile_copy to move tensors between IO and compute tiles")
@@ -106,6 +115,9 @@ def broadcast_shapes(op: str, *tensors: Tensor) -> Tuple[int, ...]:
     first = tensors[0].shape if tensors else ()
     if all(t.shape == first for t in tensors[1:]):
         return tuple(map(int, first))  # equal shapes: the common case
+    small = broadcast_small([t.shape for t in tensors])
+    if small is not None:
+        return small
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*[t.shape for t in tensors]))
     except ValueError:
@@ -135,7 +147,8 @@ def to_tensor(value, like: Optional[Tensor] = None, dtype: Optional[dtypes.dtype
 
         # A value the tensor's dtype cannot hold would wrap (2**62 -> 0 in
         # int32) or become inf: refused, as for variables and feeds.
-        _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
+        if dt.as_numpy().kind != "f":  # (allow_inf: nothing to refuse for a float dtype)
+            _check_fits(raw, dt.as_numpy(), f"{op}: operand {value!r}", allow_inf=True)
     try:
         arr = raw if dt is None else np.asarray(raw, dtype=dt.as_numpy())
     except (TypeError, ValueError, OverflowError):

@@ -43,7 +43,7 @@ def profile_ir(ir, model: Union[IpuModel, str, None] = None, name: str = "") -> 
     elif isinstance(model, str):
         model = IpuModel(version=model)
     prog = lower(ir)
-    desc = to_desc(prog, with_data=False)[0]
+    desc = to_desc(prog, with_data=False, with_index=False)[0]
     return profile_program(prog, desc, model, cpu=cpu, name=name)
 
 

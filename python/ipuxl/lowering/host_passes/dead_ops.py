@@ -19,8 +19,9 @@ def run(prog: Program) -> int:
         entries = prog.entries[g]
         for i in range(len(entries) - 1, -1, -1):
             e = entries[i]
-            if e.side_effects or e.modified or any(id(t) in live for t in e.outputs):
-                live.update(id(t) for t in e.inputs if t is not None)
+            # (An absent input, None, adds id(None): no output has that id.)
+            if e.side_effects or e.modified or not live.isdisjoint(map(id, e.outputs)):
+                live.update(map(id, e.inputs))
             elif not e.skip and e.kind == "kernel":
                 entries[i] = e.derive(skip=True)
                 skipped += 1

@@ -17,8 +17,8 @@ def run(prog: Program) -> int:
     for g in prog.graphs:
         r = set()
         for e in prog.entries[g]:
-            r.update(id(t) for t in e.inputs if t is not None)
-        r.update(id(t) for t in prog.graph_outputs[g])
+            r.update(map(id, e.inputs))  # (None adds id(None): no output has it)
+        r.update(map(id, prog.graph_outputs[g]))
         reads[g] = r
     sites = {g: [] for g in prog.graphs}
     for pg in prog.graphs:
