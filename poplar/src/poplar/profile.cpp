@@ -88,7 +88,10 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
     std::uint64_t cyc = v.hasPerf ? v.cycles : defaultCycles(v, t);
     auto &l = load[tile];
     if (l.empty()) l.assign(workers, 0);
-    if (t.multiVertex) {
+    // A MultiVertex runs on every worker context; so does a
+    // SupervisorVertex, whose supervisor launches its work on all of them
+    // (PopLibs' ConvPartial1x1Out, ReduceAdd): its estimate is per context.
+    if (t.multiVertex || t.supervisor) {
       for (auto &w : l) w += cyc;
       c.computeBusy[tile] += cyc * workers;
     } else {
