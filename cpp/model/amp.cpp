@@ -140,8 +140,8 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
     }
   c.flops = 2.0 * (double)G * (double)M * (double)N * (double)K;
   const std::string dn = dtype_name(A.dtype);
-  c.vtypes.push_back(vtype(vertex + dn + ",float>", A.dtype == DType::Float16 ? 1200 : 1400));
-  if (p.pk > 1) c.vtypes.push_back(vtype("poplin::ReduceAdd<" + dn + ",float>", 600));
+  c.vtypes.push_back(vtype(vertex + dn + ",float>", conv_partial_code(A.dtype == DType::Float16)));
+  if (p.pk > 1) c.vtypes.push_back(vtype("poplin::ReduceAdd<" + dn + ",float>", reduce_add_code()));
   c.state = p.state;
   c.xcode = p.xcode;
   c.programs = 2 + (p.pk > 1 ? 2 : 0);

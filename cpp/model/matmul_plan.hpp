@@ -159,6 +159,12 @@ inline int64_t conv_partial_state(const Target& t, int64_t in_edges, int64_t out
 }
 inline int64_t reduce_add_state() { return 32; }
 
+// Vertex code bytes of the two types on each tile that runs them (the
+// model's vertex-code figures [assumption, fitted to §4.3's vertex code]:
+// the AMP vertex's assembler 1400 bytes fp32, 1200 fp16; ReduceAdd 600).
+inline int64_t conv_partial_code(bool half) { return half ? 1200 : 1400; }
+inline int64_t reduce_add_code() { return 600; }
+
 // The plan: the fewest estimated cycles whose temporaries fit the
 // available memory proportion of a tile (poplin's planner minimises
 // cycles under a memory constraint). Exchange code (xcode) is left to the

@@ -50,6 +50,8 @@ struct VertexTypeInfo {
   /// whose state layout is not the generic pointer-and-size per edge (a
   /// PopLibs vertex with COMPACT_PTR edges); empty: the generic rule.
   std::function<std::uint64_t(const std::vector<std::size_t> &)> stateBytes;
+  /// Code bytes of the type on each tile that runs it; 0: the generic figure.
+  std::uint64_t codeBytes = 0;
 };
 
 } // namespace ipuxl_detail

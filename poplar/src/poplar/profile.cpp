@@ -246,7 +246,10 @@ static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program
     if (v.tile < 0) continue;
     unsigned tile = static_cast<unsigned>(v.tile);
     m.vertexState[tile] += vertexStateBytes(g, v);
-    if (codeOnTile.insert({tile, v.type}).second) m.code[tile] += kVertexCodeBytes;
+    if (codeOnTile.insert({tile, v.type}).second) {
+      const auto &type = *g.vertexTypes[v.type];
+      m.code[tile] += type.codeBytes ? type.codeBytes : kVertexCodeBytes;
+    }
   }
   return m;
 }

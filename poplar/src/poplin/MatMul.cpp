@@ -339,6 +339,7 @@ template <int In, int Out> poplar::ipuxl_detail::VertexTypeInfo convPartialType(
     return static_cast<std::uint64_t>(::ipuxl::model::conv_partial_state(
         figures(), static_cast<std::int64_t>(e.at(0)), static_cast<std::int64_t>(e.at(2))));
   };
+  t.codeBytes = static_cast<std::uint64_t>(::ipuxl::model::conv_partial_code(In == T_HALF));
   return t;
 }
 template <int Out> poplar::ipuxl_detail::VertexTypeInfo reduceAddType() {
@@ -350,6 +351,7 @@ template <int Out> poplar::ipuxl_detail::VertexTypeInfo reduceAddType() {
   t.stateBytes = [](const std::vector<std::size_t> &) {
     return static_cast<std::uint64_t>(::ipuxl::model::reduce_add_state());
   };
+  t.codeBytes = static_cast<std::uint64_t>(::ipuxl::model::reduce_add_code());
   return t;
 }
 
