@@ -7,13 +7,16 @@ variables and constants (the export maps every variable and constant as
 the Session's model does, and ipuxl's Poplar's liveness finds the same
 tensors always live), the stack (both models read the figures of
 ``cpp/model/target.hpp``); and the main program's host exchange code.
+A lone matmul's vertex state and vertex code are equal tile by tile too:
+both models take its plan and its vertices' figures from
+``cpp/model/matmul_plan.hpp``.
 Call sites alias what the Session's model aliases (checked on the source,
 and against NumPy). The other categories are estimated by two
 models of different granularity (the Session's per op, ipuxl's Poplar's
 per vertex and edge of the PopLibs code the program calls), so for them
 the tests check the comparison itself and keep the ratio table in the
 test output; the table for MNIST and the transformer step is in
-bench/results/2026-12-02-exported-profile.md.
+bench/results/2026-12-02-exported-profile-5.md.
 
 Building needs a C++ compiler, so these tests are marked slow.
 """
