@@ -58,6 +58,12 @@ namespace plan_detail {
 inline int64_t cdiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 }  // namespace plan_detail
 
+// Elements a tile of the plan's creator layout (the model's `spread`,
+// poputil's linear mapping): ceil(n / tiles) consecutive elements a tile.
+inline int64_t spread_grain(int64_t nelms, int64_t tiles) {
+  return plan_detail::cdiv(nelms, std::max<int64_t>(1, std::min(tiles, nelms)));
+}
+
 // Values v in [1, x] giving distinct ceil(x / v), thinned to at most `keep`.
 inline std::vector<int64_t> plan_splits(int64_t x, int64_t cap, size_t keep = 40) {
   using plan_detail::cdiv;

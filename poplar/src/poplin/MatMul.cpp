@@ -129,7 +129,8 @@ const ipuxl::model::Target &figures() {
 bool hasPlanLayout(const poplar::Graph &graph, const poplar::Tensor &x, unsigned first, std::int64_t tiles) {
   std::size_t n = x.numElements();
   if (n == 0) return true;
-  std::size_t ept = (n + std::min<std::size_t>(n, tiles) - 1) / std::min<std::size_t>(n, tiles);
+  const std::size_t ept = static_cast<std::size_t>(
+      ipuxl::model::spread_grain(static_cast<std::int64_t>(n), tiles));
   auto m = graph.getTileMapping(x, false);
   std::size_t seen = 0;
   for (unsigned t = 0; t < m.size(); ++t)
@@ -300,7 +301,8 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
 void mapAsPlan(poplar::Graph &graph, const poplar::Tensor &C, unsigned first, std::int64_t tiles) {
   std::size_t n = C.numElements();
   if (n == 0) return;
-  std::size_t t = std::min<std::size_t>(n, std::max<std::int64_t>(1, tiles)), ept = (n + t - 1) / t;
+  const std::size_t ept = static_cast<std::size_t>(
+      ::ipuxl::model::spread_grain(static_cast<std::int64_t>(n), tiles));
   poplar::Tensor f = C.flatten();
   for (std::size_t b = 0, i = 0; b < n; b += ept, ++i) graph.setTileMapping(f.slice(b, std::min(n, b + ept)), first + i);
 }
