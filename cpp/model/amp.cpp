@@ -7,180 +7,23 @@
 namespace ipuxl {
 namespace model {
 
-// Values v in [1, x] giving distinct ceil(x / v), thinned to at most `keep`.
 std::vector<int64_t> Model::splits(int64_t x, int64_t cap, size_t keep) {
-  std::vector<int64_t> v;
-  x = std::max<int64_t>(1, x);
-  int64_t last = -1;
-  for (int64_t q = 1; q <= x && q <= cap;) {
-    int64_t s = ceil_div(x, q);
-    if (s != last) {
-      v.push_back(q);
-      last = s;
-    }
-    // next q giving a smaller ceil(x/q)
-    if (s <= 1) break;
-    int64_t nq = ceil_div(x, s - 1);
-    q = std::max(q + 1, nq);
-  }
-  if (v.size() > keep && keep >= 2) {
-    std::vector<int64_t> thin;
-    for (size_t i = 0; i < keep; ++i) thin.push_back(v[i * (v.size() - 1) / (keep - 1)]);
-    thin.erase(std::unique(thin.begin(), thin.end()), thin.end());
-    v = thin;
-  }
-  return v;
+  return plan_splits(x, cap, keep);
 }
 
-// A poplin-like plan: the output's rows (M), columns (N, in groups of the
-// AMP's output channels) and the contraction (K, in groups of its input
-// channels) split over tiles; the plan with the fewest estimated cycles
-// whose temporaries fit the available memory proportion of a tile wins
-// (poplin's planner minimises cycles under a memory constraint).
+// The plan of matmul_plan.hpp (shared with ipuxl's poplin::matMul), with
+// the exchange code of this model's operand layouts.
 Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt, int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse, int64_t b_reuse, bool half_partials) {
-  const bool half = dt == DType::Float16;
-  const int64_t es = (int64_t)dtype_size(dt);
+  MatMulProblem q;
+  q.G = G, q.grouped = grouped, q.M = M, q.K = K, q.N = N;
+  q.half = dt == DType::Float16;
+  q.es = (int64_t)dtype_size(dt);
+  q.tiles = tiles, q.a_resident = a_resident, q.b_resident = b_resident, q.amp = amp;
+  q.a_reuse = a_reuse, q.b_reuse = b_reuse;
   // poplin's partialsType: float inputs keep float partials (no AMP units
-  // take float in and half out, so poplin plans float partials); otherwise
-  // half partials are 2 bytes per partial sum and use the fp16-in/fp16-out
-  // conv units.
-  const bool hp = half_partials && dt != DType::Float32;
-  const int64_t pb = hp ? 2 : 4;
-  const int64_t outG = half ? (hp ? t_.amp_out_fp16 : t_.amp_out_fp16_fp32) : t_.amp_out_fp32;
-  const int64_t inG = half ? t_.amp_in_fp16 : t_.amp_in_fp32;
-  const int64_t ec = half ? t_.amp_elem_cycles_fp16 : t_.amp_elem_cycles_fp32;
-  const int64_t ng = ceil_div(N, outG), kg = ceil_div(K, inG);
-  const double budget = t_.unlimited() ? 1e300 : amp * (double)t_.bytes_per_tile;
-  std::vector<int64_t> cg = grouped ? splits(G, tiles) : std::vector<int64_t>{1};
-  std::vector<int64_t> cm = splits(grouped ? M : G * M, tiles), cn = splits(ng, tiles),
-                       ck = splits(kg, tiles);
-  const int64_t rows_all = grouped ? M : G * M;
-  Plan best, small;
-  bool have = false, have_small = false;
-  double small_mem = 1e300;
-  const int64_t wload = outG * inG * es / 8;
-  // One candidate: pg x pm x pn x pk tiles, the columns in ps serial
-  // steps (poplin's serial output-channel split: the same tiles compute
-  // one column block after the other, so B's pieces, the partials and
-  // their reduction buffers are a block's).
-  auto consider = [&](int64_t pg, int64_t pm, int64_t pn, int64_t pk, int64_t ps) {
-    Plan p;
-    p.pg = pg, p.pm = pm, p.pn = pn, p.pk = pk, p.ps = ps;
-    const int64_t g = grouped ? ceil_div(G, pg) : 1;
-    const int64_t m = ceil_div(rows_all, pm);
-    const int64_t n_groups = ceil_div(ceil_div(ng, pn), ps);  // output-channel groups per step
-    const int64_t n = std::min(N, n_groups * outG);
-    const int64_t k = std::min(K, ceil_div(kg, pk) * inG);
-    const int64_t passes = ps * g * n_groups * ceil_div(k, inG);
-    const int64_t nw = ceil_div(m, t_.workers);
-    // ConvPartial1x1Out worker cycles (§3.1): fp32 46 + (n-3)*8,
-    // fp16 34 + (n-3)*4 for n >= 3; nx1 figures below that.
-    int64_t wc;
-    if (nw >= 3) wc = (half ? 34 : 46) + (nw - 3) * ec;
-    else if (nw == 2) wc = half ? 33 : 44;
-    else wc = half ? 29 : 33;
-    p.compute = 50 + passes * (t_.workers * wc + wload + 15);
-    // Operands the plan lays out are spread over all its tiles (poplin
-    // maps each piece over the tiles that use it): with pn == 1 (A) or
-    // pm == 1 (B) each tile holds its own piece, else every tile of the
-    // row / column receives the whole piece but the share it holds itself
-    // (the piece is spread over the tiles that use it).
-    const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
-    p.a_t = a_resident && pn == 1 ? 0
-            : a_resident      ? a_resident_t - a_resident_t / pn
-                              : a_resident_t;
-    p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
-    p.b_t = b_resident && pm == 1 && ps == 1 ? 0
-            : b_resident && ps == 1        ? p.b_resident_t - p.b_resident_t / pm
-                                           : p.b_resident_t;
-    // poplin's ExchangeEstimator: the output-channel groups are the
-    // innermost tile dimension, so the tiles receiving the same piece of A
-    // are neighbours and share a bus (twice the rate) only when the column
-    // split is a multiple of the tiles per bus; B's pieces move at the
-    // plain rate.
-    const int64_t a_share = pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
-    p.exch_in = t_.sync_internal_cycles * ps +
-                ceil_div(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
-                ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle);
-    const int64_t used = p.tiles();
-    if (pk > 1) {
-      const int64_t E = G * M * N;
-      const int64_t e_t = ceil_div(ceil_div(E, used), ps);
-      p.partial_t = g * m * n * pb;
-      p.recv_t = e_t * pk * pb;
-      p.exch_out = ps * (t_.sync_internal_cycles +
-                         ceil_div(std::max(p.partial_t, p.recv_t), t_.exchange_bytes_per_cycle));
-      p.reduce = ps * ew_cycles(e_t * pk, pb, 20, 2, 0);
-    }
-    // B's share resident on each tile counts against the budget, as it did
-    // for its piece before it was spread. The operand pieces and partials
-    // live while the compute set runs; the received partials while the
-    // reduction runs, after the pieces are dead: poplin's totalTempBytes is
-    // the larger of its convTempBytes and reduceTempBytes, not their sum.
-    const double mem = (double)(std::max(p.a_t + p.b_t + p.partial_t, p.recv_t) +
-                                (b_resident ? ceil_div(p.b_resident_t, pm) : 0) +
-                                (a_resident ? ceil_div(a_resident_t, pn) : 0));
-    if (mem <= budget) {
-      if (!have || p.cycles() < best.cycles() ||
-          (p.cycles() == best.cycles() && used < best.tiles())) {
-        best = p;
-        have = true;
-      }
-    } else if (!have_small || mem < small_mem) {
-      small = p;
-      small_mem = mem;
-      have_small = true;
-    }
-  };
-  // Serial steps only when no parallel plan fits (poplin adds them under
-  // memory pressure), doubling up to one output-channel group per step.
-  for (int64_t ps = 1; ps == 1 || (!have && ps <= ng); ps *= 2)
-    for (int64_t pg : cg)
-      for (int64_t pm : cm)
-        for (int64_t pn : cn) {
-          if (pg * pm * pn > tiles || ceil_div(ng, pn) < ps) continue;
-          for (int64_t pk : ck) {
-            if (pg * pm * pn * pk > tiles) continue;
-            consider(pg, pm, pn, pk, ps);
-          }
-        }
-  // poplin's planner searches every split; the grid above is thinned, so
-  // the best plan is refined over the splits between its grid neighbours,
-  // one dimension at a time.
-  auto between = [&](int64_t x, const std::vector<int64_t>& grid, int64_t v) {
-    std::vector<int64_t> out;
-    if (grid.size() < 2) return out;
-    auto it = std::lower_bound(grid.begin(), grid.end(), v);
-    const int64_t lo = it == grid.begin() ? v : *(it - 1);
-    const int64_t hi = (it == grid.end() || it + 1 == grid.end()) ? v : *(it + 1);
-    for (int64_t q : splits(x, tiles, (size_t)-1))
-      if (q > lo && q < hi && q != v) out.push_back(q);
-    return out;
-  };
-  for (int round = 0; have && round < 2; ++round) {
-    const Plan b = best;
-    auto fits = [&](int64_t pg, int64_t pm, int64_t pn, int64_t pk) {
-      return pg * pm * pn * pk <= tiles && ceil_div(ng, pn) >= b.ps;
-    };
-    for (int64_t q : between(rows_all, cm, b.pm))
-      if (fits(b.pg, q, b.pn, b.pk)) consider(b.pg, q, b.pn, b.pk, b.ps);
-    for (int64_t q : between(ng, cn, b.pn))
-      if (fits(b.pg, b.pm, q, b.pk)) consider(b.pg, b.pm, q, b.pk, b.ps);
-    for (int64_t q : between(kg, ck, b.pk))
-      if (fits(b.pg, b.pm, b.pn, q)) consider(b.pg, b.pm, b.pn, q, b.ps);
-    if (grouped)
-      for (int64_t q : between(G, cg, b.pg))
-        if (fits(q, b.pm, b.pn, b.pk)) consider(q, b.pm, b.pn, b.pk, b.ps);
-  }
-  (void)K;
-  Plan p = have ? best : small;
-  // Vertex state: the AMP vertex's worklists (a pointer per input- and
-  // output-channel group, one entry per worker) and, when K is split,
-  // the partials' reduction vertex (§5.5 form).
-  const int64_t g = grouped ? ceil_div(G, p.pg) : 1;
-  const int64_t n = std::min(N, ceil_div(ceil_div(ng, p.pn), p.ps) * outG);
-  const int64_t k = std::min(K, ceil_div(kg, p.pk) * inG);
-  p.state = 32 + 4 * g * (ceil_div(k, inG) + ceil_div(n, outG)) + 4 * t_.workers + (p.pk > 1 ? 32 : 0);
+  // take float in and half out)
+  q.half_partials = half_partials && dt != DType::Float32;
+  Plan p = ipuxl::model::plan_matmul(t_, q);
   // Exchange code: the program bringing each tile its pieces of A and B
   // (operands laid out otherwise are rearranged first, cost_amp), and
   // when K is split the one sending the partials to their reducing tile
@@ -309,8 +152,8 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   c.flops = 2.0 * (double)G * (double)M * (double)N * (double)K;
   const std::string dn = dtype_name(A.dtype);
   const std::string pn = half_partials ? dtype_name(DType::Float16) : "float";
-  c.vtypes.push_back(vtype(vertex + dn + "," + pn + ">", A.dtype == DType::Float16 ? 1200 : 1400));
-  if (p.pk > 1) c.vtypes.push_back(vtype("popops::ReduceAdd<" + pn + "," + dn + ">", 600));
+  c.vtypes.push_back(vtype(vertex + dn + "," + pn + ">", conv_partial_code(A.dtype == DType::Float16)));
+  if (p.pk > 1) c.vtypes.push_back(vtype("poplin::ReduceAdd<" + dn + "," + pn + ">", reduce_add_code()));
   c.state = p.state;
   c.xcode = p.xcode;
   c.programs = 2 + (p.pk > 1 ? 2 : 0);

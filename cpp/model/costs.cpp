@@ -12,10 +12,7 @@ namespace model {
 // vectors of w (64 bits); the tile interleaves the workers, so tile
 // cycles are 6 x worker cycles plus the supervisor overhead.
 int64_t Model::ew_cycles(int64_t n, int64_t es, int64_t header, int64_t per_vector, int64_t unroll) const {
-  if (n <= 0) return 0;
-  const int64_t nw = ceil_div(n, t_.workers);
-  const int64_t w = unroll > 0 ? unroll : std::max<int64_t>(1, t_.vector_bytes / es);
-  return t_.workers * (header + ceil_div(nw, w) * per_vector) + t_.supervisor_cycles;
+  return ew_vertex_cycles(t_, n, es, header, per_vector, unroll);
 }
 
 // An elementwise op's figures for its output dtype: its declared cost

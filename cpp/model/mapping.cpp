@@ -57,8 +57,7 @@ TileMap Model::spread(const TileMap& where, int64_t tiles, int64_t nelms, int64_
   m.count = 0;
   m.per_tile = m.last = 0;
   if (nelms <= 0 || tiles <= 0) return m;
-  tiles = std::min<int64_t>(tiles, nelms);
-  const int64_t ept = ceil_div(nelms, tiles);
+  const int64_t ept = spread_grain(nelms, tiles);
   tiles = ceil_div(nelms, ept);
   m.count = (int)tiles;
   m.per_tile = ept * es;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "matmul_plan.hpp"
 #include "model.hpp"
 
 namespace ipuxl {
@@ -108,14 +109,6 @@ struct CopyCost {
 };
 
 // ------------------------------------------------------------------ matmul
-struct Plan {
-  int64_t pg = 1, pm = 1, pn = 1, pk = 1, ps = 1;  // ps: serial column steps
-  int64_t compute = 0, exch_in = 0, exch_out = 0, reduce = 0;
-  int64_t a_t = 0, b_t = 0, partial_t = 0, recv_t = 0, b_resident_t = 0;
-  int64_t state = 0, xcode = 0;
-  int64_t tiles() const { return pg * pm * pn * pk; }
-  int64_t cycles() const { return compute + exch_in + exch_out + reduce; }
-};
 
 // -------------------------------------------------------------- code walk
 struct Acc {

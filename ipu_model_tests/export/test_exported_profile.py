@@ -7,13 +7,16 @@ variables and constants (the export maps every variable and constant as
 the Session's model does, and ipuxl's Poplar's liveness finds the same
 tensors always live), the stack (both models read the figures of
 ``cpp/model/target.hpp``); and the main program's host exchange code.
+A lone matmul's vertex state and vertex code are equal tile by tile too:
+both models take its plan and its vertices' figures from
+``cpp/model/matmul_plan.hpp``.
 Call sites alias what the Session's model aliases (checked on the source,
 and against NumPy). The other categories are estimated by two
 models of different granularity (the Session's per op, ipuxl's Poplar's
 per vertex and edge of the PopLibs code the program calls), so for them
 the tests check the comparison itself and keep the ratio table in the
 test output; the table for MNIST and the transformer step is in
-bench/results/2026-12-02-exported-profile.md.
+bench/results/2026-12-02-exported-profile-5.md.
 
 Building needs a C++ compiler, so these tests are marked slow.
 """
@@ -224,3 +227,57 @@ def test_session_model_uses_the_calibrated_host_link():
     with popxl.Session(ir, "ipu_model") as s:
         target = s.profile().target
     assert target["host_bandwidth"] / target["clock_hz"] == pytest.approx(6.0)
+
+
+def _lone_matmul(m, k, n):
+    rng = np.random.default_rng(2)
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence():
+        x = ops.host_load(popxl.h2d_stream((m, k), popxl.float32, name="x"), "x")
+        w = popxl.variable(rng.normal(size=(k, n)).astype(np.float32), name="w")
+        y = x @ w
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    return ir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(16, 64, 32), (16, 2048, 64)])
+def test_matmul_plan_vertices_equal_tile_by_tile(shape, tmp_path):
+    """poplin::matMul lays out the plan the Session's model costs
+    (cpp/model/matmul_plan.hpp): the same ConvPartial1x1Out (and, with K
+    split, ReduceAdd) vertices on the same tiles, so their state and code
+    are equal tile by tile."""
+    ir = _lone_matmul(*shape)
+    want, got, summary, rows = _check(ir, tmp_path)
+    for c in ("vertexInstanceState", "vertexCode"):
+        np.testing.assert_array_equal(got.per_tile[c], want.per_tile[c], err_msg=c)
+    assert want.per_tile["vertexInstanceState"].sum() > 0
+
+
+@pytest.mark.slow
+def test_matmul_plan_with_tail_pieces(tmp_path):
+    """K = 784 is not a whole number of the plan's K pieces: the tiles of
+    the last piece hold fewer input-channel groups, so their vertex has
+    fewer edges, which the Session's model (one figure for all the op's
+    tiles, the full piece's) does not see; and the output, spread
+    ceil(E / tiles) elements a tile, leaves the last tiles without output,
+    so without a ReduceAdd vertex. State and code are equal on the other
+    tiles, smaller on these."""
+    want, got, _, _ = _check(_lone_matmul(512, 784, 32), tmp_path)
+    for c in ("vertexInstanceState", "vertexCode"):
+        g, w = got.per_tile[c], want.per_tile[c]
+        assert (g <= w).all() and (g == w).mean() > 0.9, (c, g[g != w], w[g != w])
+
+
+@pytest.mark.slow
+def test_split_k_matmul_computes_what_numpy_does(tmp_path):
+    """The K split's float partials, reduced by ReduceAdd, give x @ w
+    within float rounding (float64 oracle), as the Session does."""
+    ir = _lone_matmul(16, 2048, 64)
+    got, _, want, want_w, _, _ = roundtrip(ir, tmp_path / "k")
+    x = np.random.default_rng(0).normal(size=(16, 2048)).astype(np.float32)  # random_inputs(seed 0)
+    ref = x.astype(np.float64) @ want_w["w"].astype(np.float64)
+    # Each float partial rounds once: errors scale with the sum of |terms|.
+    atol = 1e-6 * (np.abs(x).astype(np.float64) @ np.abs(want_w["w"]).astype(np.float64)).max()
+    np.testing.assert_allclose(got["y"], ref, rtol=1e-5, atol=atol)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=atol)

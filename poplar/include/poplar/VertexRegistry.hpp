@@ -6,6 +6,7 @@
 // the data the runtime lays out for it.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,6 +46,12 @@ struct VertexTypeInfo {
   std::function<bool(void *, unsigned)> compute;
   bool multiVertex = false;
   bool supervisor = false;
+  /// Vertex state bytes from the number of edges of each field, for a type
+  /// whose state layout is not the generic pointer-and-size per edge (a
+  /// PopLibs vertex with COMPACT_PTR edges); empty: the generic rule.
+  std::function<std::uint64_t(const std::vector<std::size_t> &)> stateBytes;
+  /// Code bytes of the type on each tile that runs it; 0: the generic figure.
+  std::uint64_t codeBytes = 0;
 };
 
 } // namespace ipuxl_detail

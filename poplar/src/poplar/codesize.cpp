@@ -184,6 +184,11 @@ std::uint64_t vertexStateBytes(const GraphImpl &g, const VertexInst &v) {
   // A 4-byte pointer per edge (plus 4 for its size when a vector), and the
   // bytes of value fields.
   const auto &type = *g.vertexTypes[v.type];
+  if (type.stateBytes) {
+    std::vector<std::size_t> edges;
+    for (const auto &fc : v.fields) edges.push_back(fc.list.size() + (fc.tensor.valid() ? 1 : 0));
+    return type.stateBytes(edges);
+  }
   std::uint64_t state = 0;
   for (std::size_t f = 0; f < type.fields.size(); ++f) {
     const auto &fc = v.fields[f];

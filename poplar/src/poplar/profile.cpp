@@ -88,7 +88,10 @@ ComputeSetCost EngineImpl::costOf(unsigned csId, const BoundComputeSet &) const 
     std::uint64_t cyc = v.hasPerf ? v.cycles : defaultCycles(v, t);
     auto &l = load[tile];
     if (l.empty()) l.assign(workers, 0);
-    if (t.multiVertex) {
+    // A MultiVertex runs on every worker context; so does a
+    // SupervisorVertex, whose supervisor launches its work on all of them
+    // (PopLibs' ConvPartial1x1Out, ReduceAdd): its estimate is per context.
+    if (t.multiVertex || t.supervisor) {
       for (auto &w : l) w += cyc;
       c.computeBusy[tile] += cyc * workers;
     } else {
@@ -243,7 +246,10 @@ static MemoryUse memoryOf(const GraphImpl &g, const std::vector<program::Program
     if (v.tile < 0) continue;
     unsigned tile = static_cast<unsigned>(v.tile);
     m.vertexState[tile] += vertexStateBytes(g, v);
-    if (codeOnTile.insert({tile, v.type}).second) m.code[tile] += kVertexCodeBytes;
+    if (codeOnTile.insert({tile, v.type}).second) {
+      const auto &type = *g.vertexTypes[v.type];
+      m.code[tile] += type.codeBytes ? type.codeBytes : kVertexCodeBytes;
+    }
   }
   return m;
 }
