@@ -52,9 +52,10 @@ def test_the_hook_records_each_session_without_raising(tmp_path, monkeypatch):
         ir = popxl.Ir()
         with ir.main_graph:
             x = popxl.variable(np.ones((2, 3), np.float32), name="x")
-            y = ops.interpolate(ops.reshape(x, (1, 1, 2, 3)), (1.0, 1.0, 2.0, 1.0)) if refused else x * 2.0
+            y = ops.roi_align(ops.reshape(x, (1, 1, 2, 3)), popxl.constant(np.array([[0, 0, 2, 1]], np.float32)),
+                              popxl.constant(np.array([0], np.int32)), (1, 1), 1.0, 1) if refused else x * 2.0
             ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
         popxl.Session(ir, "ipu_model")  # no exception either way
     results = [json.loads(line)["result"] for line in log.read_text().splitlines()]
     assert results[0] == "exported"
-    assert results[1].startswith("refused: Poplar export: op Resize (")
+    assert results[1].startswith("refused: Poplar export: op RoiAlign (")

@@ -438,9 +438,10 @@ def test_unknown_op_names_the_op(tmp_path):
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(np.ones((2, 3), np.float32), name="x")
-        y = ops.interpolate(ops.reshape(x, (1, 1, 2, 3)), (1.0, 1.0, 2.0, 2.0))
+        y = ops.roi_align(ops.reshape(x, (1, 1, 2, 3)), popxl.constant(np.array([[0, 0, 2, 1]], np.float32)),
+                          popxl.constant(np.array([0], np.int32)), (1, 1), 1.0, 1)
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
-    with pytest.raises(NotImplementedError, match=r"op Resize \("):
+    with pytest.raises(NotImplementedError, match=r"op RoiAlign \("):
         export_poplar(ir, str(tmp_path))
 
 

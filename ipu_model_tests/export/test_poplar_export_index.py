@@ -216,3 +216,31 @@ def test_emission_names_the_poplibs_calls(tmp_path):
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
     with pytest.raises(NotImplementedError, match="dtype int64"):
         export_poplar(ir, str(tmp_path / "q"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["add", "const", "tensor"])
+def test_sparse_accumulate_roundtrip(mode, tmp_path):
+    """var_updates.sparse_accumulate_: the gather-gradient layout's slices
+    added into an accumulator at the indices along axis 1, repeated
+    indices accumulating, out-of-range ones skipped."""
+    idx = np.array([[2, 0], [2, 7]], np.int32)  # 7 is outside [0, 4)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3, 2, 2, 5), popxl.float32, name="x")
+        x = ops.host_load(xs, "x")
+        acc = popxl.variable(np.arange(60, dtype=np.float32).reshape(3, 4, 5) * 0.1, name="acc")
+        f = {"add": None, "const": 0.5, "tensor": popxl.constant(np.float32(-1.5), name="f")}[mode]
+        ops.var_updates.sparse_accumulate_(acc, x, popxl.constant(idx, name="idx"), axis=1, f=f)
+        ops.host_store(popxl.d2h_stream(acc.shape, acc.dtype, name="y"), acc + 0.0)
+    x = np.random.default_rng(4).normal(size=(3, 2, 2, 5)).astype(np.float32)
+    got, got_w, want, want_w, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "popops::multiUpdateAdd(graph, target" in src
+    fv = {"add": 1.0, "const": 0.5, "tensor": -1.5}[mode]
+    oracle = np.arange(60, dtype=np.float64).reshape(3, 4, 5) * np.float32(0.1)
+    for (a, b), i in np.ndenumerate(idx):
+        if 0 <= i < 4:
+            oracle[:, i, :] += fv * x[:, a, b, :]
+    np.testing.assert_allclose(got["y"], oracle, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got_w["acc"], want_w["acc"], rtol=1e-6, atol=1e-6)

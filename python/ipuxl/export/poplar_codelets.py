@@ -394,3 +394,8 @@ HELPERS.update(ADDONS_HELPERS)
 from .poplar_misc import MISC_HELPERS  # noqa: E402
 
 HELPERS.update(MISC_HELPERS)
+
+# Resize and its adjoint (poplar_resize.py).
+from .poplar_resize import RESIZE_HELPERS  # noqa: E402
+
+HELPERS.update(RESIZE_HELPERS)

@@ -27,6 +27,12 @@ for ``ipuxl export poplar``, as PopART's opx classes call PopLibs.
   sum is formed in the tensor's type (an int32 sum past 2^31 wraps, where
   the Session forms it in 64 bits; float16 rounds the sum before the
   remainder, where the Session keeps it in float).
+* ``SparseAccumulate``: PopART's SparseAccumulateOpx, ``popops::multiUpdateAdd``
+  of the update's slices (the gather-gradient layout, the indices' axes
+  moved outermost) into the accumulator with the axis outermost, scaled by
+  the factor (1 for ``add``). Indices outside ``[0, n)`` (negative ones
+  read as huge unsigned values) are skipped, as by the Session. Each update
+  rounds once, as the Session's.
 * ``ReduceL1`` / ``ReduceL2`` / ``ReduceLogSum`` / ``ReduceLogSumExp``:
   PopART's ReduceL1Opx (``popops::reduce`` ADD of ``abs``), ReduceL2Opx
   (SQUARE_ADD, then ``sqrt``), ReduceLogSumOpx (ADD, then ``log``) and
@@ -127,7 +133,26 @@ def _norm_reduce(kind: int):
     return emit
 
 
+def _sparse_accumulate(em, e):
+    t, x = e.inputs[0], e.inputs[1]
+    f, idx = e.inputs[2], e.inputs[3]  # f: None for a constant factor
+    _em().ptype(t.dtype)
+    _index_kind(e, idx)
+    em.helpers.add("sparseAccumulate")
+    if e.attrs["mode"] == "add":
+        factor = "1.0"
+    elif f is not None:
+        factor = "NAN"  # read from the tensor below
+    else:
+        factor = repr(float(np.float32(e.attrs.get("factor", 1.0))))
+    ftensor = em.t(f) if f is not None and e.attrs["mode"] != "add" else "poplar::Tensor()"
+    em.line(f"ipuxl_export::sparseAccumulate(graph, {em.t(t)}, {em.t(x)}, {em.t(idx)}, "
+            f"{int(e.attrs['axis'])}, {factor}, {ftensor}, prog, {_dbg(e)});")
+    em.alias(e.outputs[0], t)
+
+
 INDEX_KERNELS = {
+    "SparseAccumulate": _sparse_accumulate,
     "Gather": _gather, "TiedGather": _gather,
     "ArgMax": _arg_extreme(False), "ArgMin": _arg_extreme(True),
     "Onehot": _onehot,
@@ -283,6 +308,40 @@ static poplar::Tensor normReduce(poplar::Graph &graph, const poplar::Tensor &x, 
 }
 """
 
+_SPARSE_ACCUMULATE = r"""
+// t[.., indices[k], ..] += factor * x[.., k, ..] along `axis` (PopART's
+// SparseAccumulateOpx: popops::multiUpdateAdd, the axis outermost); the
+// factor is `factorTensor` when it is valid, else `factor`.
+static void sparseAccumulate(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &x,
+                             const poplar::Tensor &indices, unsigned axis, double factor,
+                             const poplar::Tensor &factorTensor, poplar::program::Sequence &prog,
+                             const std::string &dbg) {
+  const std::size_t k = indices.numElements();
+  if (k == 0 || t.numElements() == 0) return;
+  std::vector<unsigned> front{axis};
+  for (unsigned d = 0; d < t.rank(); ++d)
+    if (d != axis) front.push_back(d);
+  poplar::Tensor target = t.dimShuffle(front);  // [n, rest...]
+  // x: t.shape[:axis] + indices.shape + t.shape[axis+1:] -> [k, 1, rest...]
+  const unsigned ri = indices.rank();
+  std::vector<unsigned> xfront;
+  for (unsigned d = 0; d < ri; ++d) xfront.push_back(axis + d);
+  for (unsigned d = 0; d < axis; ++d) xfront.push_back(d);
+  for (unsigned d = axis + ri; d < x.rank(); ++d) xfront.push_back(d);
+  std::vector<std::size_t> sshape{k, 1};
+  const std::vector<std::size_t> ts = target.shape();
+  sshape.insert(sshape.end(), ts.begin() + 1, ts.end());
+  poplar::Tensor s = x.dimShuffle(xfront).reshape(sshape);
+  poplar::Tensor offs = popops::cast(graph, indices.flatten(), poplar::UNSIGNED_INT, prog, dbg + "/indices")
+                            .reshape({k, 1});
+  poplar::Tensor scale = factorTensor.valid()
+                             ? factorTensor.reshape({})
+                             : graph.addConstant<float>(poplar::FLOAT, {}, float(factor), dbg + "/factor");
+  if (!factorTensor.valid()) graph.setTileMapping(scale, 0);
+  popops::multiUpdateAdd(graph, target, s, offs, scale, {0}, {1}, prog, popops::SlicePlan(), {}, dbg);
+}
+"""
+
 _MOVE_LAST_TO = r"""
 // The permutation that moves the last of `rank` dimensions to `pos`.
 static std::vector<unsigned> moveLastTo(unsigned rank, unsigned pos) {
@@ -303,4 +362,5 @@ INDEX_HELPERS = {
     "moveLastTo": (_MOVE_LAST_TO, ()),
     "oneHotAxis": (_ONEHOT, ("moveLastTo",)),
     "normReduce": (_NORM, ("broadcastTo",)),
+    "sparseAccumulate": (_SPARSE_ACCUMULATE, ()),
 }
