@@ -32,6 +32,30 @@ std::vector<int64_t> Model::splits(int64_t x, int64_t cap, size_t keep) {
   return v;
 }
 
+// Operands the plan lays out are spread over all its tiles (poplin maps
+// each piece over the tiles that use it): with pn == 1 (A) or pm == 1 (B)
+// each tile holds its own piece, else every tile of the row / column
+// receives the whole piece but the share it holds itself. The AMP vertex
+// reads its window from the tile's own memory, so Poplar exchanges the
+// regions held on other tiles into the tile before the compute set and
+// connects those it holds in place; an operand in another layout is
+// copied into the plan's (cost_amp) and its pieces received whole.
+void Model::place_operands(Plan& p, bool a_held, bool b_held) const {
+  p.a_t = a_held && p.pn == 1 ? 0 : a_held ? p.a_piece_t - p.a_piece_t / p.pn : p.a_piece_t;
+  p.b_t = b_held && p.pm == 1 && p.ps == 1 ? 0
+          : b_held && p.ps == 1            ? p.b_resident_t - p.b_resident_t / p.pm
+                                           : p.b_resident_t;
+  // poplin's ExchangeEstimator: the output-channel groups are the
+  // innermost tile dimension, so the tiles receiving the same piece of A
+  // are neighbours and share a bus (twice the rate) only when the column
+  // split is a multiple of the tiles per bus; B's pieces move at the
+  // plain rate.
+  const int64_t a_share = p.pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
+  p.exch_in = t_.sync_internal_cycles * p.ps +
+              ceil_div(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
+              p.ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle);
+}
+
 // A poplin-like plan: the output's rows (M), columns (N, in groups of the
 // AMP's output channels) and the contraction (K, in groups of its input
 // channels) split over tiles; the plan with the fewest estimated cycles
@@ -80,28 +104,10 @@ Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N
     else if (nw == 2) wc = half ? 33 : 44;
     else wc = half ? 29 : 33;
     p.compute = 50 + passes * (t_.workers * wc + wload + 15);
-    // Operands the plan lays out are spread over all its tiles (poplin
-    // maps each piece over the tiles that use it): with pn == 1 (A) or
-    // pm == 1 (B) each tile holds its own piece, else every tile of the
-    // row / column receives the whole piece but the share it holds itself
-    // (the piece is spread over the tiles that use it).
-    const int64_t a_resident_t = ceil_div(g * m * k * es, a_reuse);
-    p.a_t = a_resident && pn == 1 ? 0
-            : a_resident      ? a_resident_t - a_resident_t / pn
-                              : a_resident_t;
+    p.a_piece_t = ceil_div(g * m * k * es, a_reuse);
     p.b_resident_t = ceil_div(g * k * n * es, b_reuse);
-    p.b_t = b_resident && pm == 1 && ps == 1 ? 0
-            : b_resident && ps == 1        ? p.b_resident_t - p.b_resident_t / pm
-                                           : p.b_resident_t;
-    // poplin's ExchangeEstimator: the output-channel groups are the
-    // innermost tile dimension, so the tiles receiving the same piece of A
-    // are neighbours and share a bus (twice the rate) only when the column
-    // split is a multiple of the tiles per bus; B's pieces move at the
-    // plain rate.
-    const int64_t a_share = pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
-    p.exch_in = t_.sync_internal_cycles * ps +
-                ceil_div(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
-                ps * ceil_div(p.b_t, t_.exchange_bytes_per_cycle);
+    const int64_t a_resident_t = p.a_piece_t;
+    place_operands(p, a_resident, b_resident);
     const int64_t used = p.tiles();
     if (pk > 1) {
       const int64_t E = G * M * N;
@@ -284,7 +290,7 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   if (it == plans_.end())
     it = plans_.emplace(key, plan_matmul(G, grouped, M, K, N, A.dtype, set.set_size, a_res, b_res,
                                          amp, a_reuse, b_reuse, half_partials)).first;
-  const Plan& p = it->second;
+  Plan p = it->second;
   TileMap range = op_range(op.placement, p.tiles());
   const int64_t es = (int64_t)dtype_size(A.dtype);
   // Creator layouts: operands nobody laid out yet are created by the op
@@ -293,6 +299,19 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   // the tiles that use it, so no tile holds more than its share).
   const TileMap b_plan = spread(range, p.tiles(), B.nelms(), (int64_t)dtype_size(B.dtype));
   const TileMap a_plan = spread(range, p.tiles(), A.nelms(), es);
+  // An operand some other op already laid out as this plan would (the
+  // same pieces on the same number of tiles) is read in place: poplin
+  // rearranges an input into the plan's layout only when it differs
+  // ("these copies will be elided if the inputs already use the expected
+  // memory layout and tile mapping", poplin/Convolution.cpp), so its
+  // tiles receive only the parts of their pieces held elsewhere.
+  auto in_layout = [&](int t, const TileMap& plan) {
+    const TileMap& src = mapping(t);
+    return src.ipu == plan.ipu && src.count == plan.count && src.per_tile == plan.per_tile;
+  };
+  const bool a_held = a_res || in_layout(a, a_plan);
+  const bool b_held = b_res || in_layout(b, b_plan);
+  if (a_held != a_res || b_held != b_res) place_operands(p, a_held, b_held);
   if (b_res) set_map(b, b_plan);
   if (a_res) set_map(a, a_plan);
   set_map(op.out[0], spread(range, p.tiles(), O.nelms(), (int64_t)dtype_size(O.dtype)));
@@ -326,8 +345,8 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   // the receiving tiles, here carried by the op's tiles.
   auto rearrange = [&](int t, bool created, const TileMap& plan) {
     if (created || plan.count == 0) return;
+    if (in_layout(t, plan)) return;
     const TileMap& src = mapping(t);
-    if (src.ipu == plan.ipu && src.count == plan.count && src.per_tile == plan.per_tile) return;
     const CopyCost cc = copy_cost(src, plan, (int64_t)d_.tensors[t].nbytes());
     if (cc.on_tile || cc.global) return;  // on tile: none; another IPU: gxcode above
     c.xcode += ceil_div(cc.code * (src.count + plan.count), std::max(1, range.count));
