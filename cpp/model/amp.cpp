@@ -11,6 +11,11 @@ std::vector<int64_t> Model::splits(int64_t x, int64_t cap, size_t keep) {
   return plan_splits(x, cap, keep);
 }
 
+// matmul_plan.hpp's place_operands with this model's target.
+void Model::place_operands(Plan& p, bool a_held, bool b_held) const {
+  ipuxl::model::place_operands(t_, p, a_held, b_held);
+}
+
 // The plan of matmul_plan.hpp (shared with ipuxl's poplin::matMul), with
 // the exchange code of this model's operand layouts.
 Plan Model::plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt, int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse, int64_t b_reuse, bool half_partials) {
@@ -127,7 +132,7 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   if (it == plans_.end())
     it = plans_.emplace(key, plan_matmul(G, grouped, M, K, N, A.dtype, set.set_size, a_res, b_res,
                                          amp, a_reuse, b_reuse, half_partials)).first;
-  const Plan& p = it->second;
+  Plan p = it->second;
   TileMap range = op_range(op.placement, p.tiles());
   const int64_t es = (int64_t)dtype_size(A.dtype);
   // Creator layouts: operands nobody laid out yet are created by the op
@@ -136,6 +141,19 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   // the tiles that use it, so no tile holds more than its share).
   const TileMap b_plan = spread(range, p.tiles(), B.nelms(), (int64_t)dtype_size(B.dtype));
   const TileMap a_plan = spread(range, p.tiles(), A.nelms(), es);
+  // An operand some other op already laid out as this plan would (the
+  // same pieces on the same number of tiles) is read in place: poplin
+  // rearranges an input into the plan's layout only when it differs
+  // ("these copies will be elided if the inputs already use the expected
+  // memory layout and tile mapping", poplin/Convolution.cpp), so its
+  // tiles receive only the parts of their pieces held elsewhere.
+  auto in_layout = [&](int t, const TileMap& plan) {
+    const TileMap& src = mapping(t);
+    return src.ipu == plan.ipu && src.count == plan.count && src.per_tile == plan.per_tile;
+  };
+  const bool a_held = a_res || in_layout(a, a_plan);
+  const bool b_held = b_res || in_layout(b, b_plan);
+  if (a_held != a_res || b_held != b_res) place_operands(p, a_held, b_held);
   if (b_res) set_map(b, b_plan);
   if (a_res) set_map(a, a_plan);
   set_map(op.out[0], spread(range, p.tiles(), O.nelms(), (int64_t)dtype_size(O.dtype)));
@@ -169,8 +187,8 @@ void Model::cost_amp(const OpRecord& op, OpCost& c, int a, int b, int64_t G, boo
   // the receiving tiles, here carried by the op's tiles.
   auto rearrange = [&](int t, bool created, const TileMap& plan) {
     if (created || plan.count == 0) return;
+    if (in_layout(t, plan)) return;
     const TileMap& src = mapping(t);
-    if (src.ipu == plan.ipu && src.count == plan.count && src.per_tile == plan.per_tile) return;
     const CopyCost cc = copy_cost(src, plan, (int64_t)d_.tensors[t].nbytes());
     if (cc.on_tile || cc.global) return;  // on tile: none; another IPU: gxcode above
     c.xcode += ceil_div(cc.code * (src.count + plan.count), std::max(1, range.count));

@@ -31,6 +31,7 @@ struct Plan {
   int64_t pg = 1, pm = 1, pn = 1, pk = 1, ps = 1;  // ps: serial column steps
   int64_t compute = 0, exch_in = 0, exch_out = 0, reduce = 0;
   int64_t a_t = 0, b_t = 0, partial_t = 0, recv_t = 0, b_resident_t = 0;
+  int64_t a_piece_t = 0;  // A's piece of a tile (b_resident_t: B's piece of one step)
   int64_t state = 0, xcode = 0;
   int64_t tiles() const { return pg * pm * pn * pk; }
   int64_t cycles() const { return compute + exch_in + exch_out + reduce; }
@@ -181,6 +182,32 @@ inline int64_t reduce_add_state() { return 32; }
 inline int64_t conv_partial_code(bool half) { return half ? 1200 : 1400; }
 inline int64_t reduce_add_code() { return 600; }
 
+// The operand bytes each tile of plan p receives (p.a_t, p.b_t) and the
+// exchange bringing them (p.exch_in). Operands the plan lays out are
+// spread over all its tiles (poplin maps each piece over the tiles that use
+// it): with pn == 1 (A) or pm == 1 (B) each tile holds its own piece, else
+// every tile of the row / column receives the whole piece but the share it
+// holds itself. The AMP vertex reads its window from the tile's own memory,
+// so Poplar exchanges the regions held on other tiles into the tile before
+// the compute set and connects those it holds in place (a_held / b_held:
+// the operand is in the plan's layout); an operand in another layout is
+// copied into the plan's and its pieces received whole.
+inline void place_operands(const Target& t_, Plan& p, bool a_held, bool b_held) {
+  using plan_detail::cdiv;
+  p.a_t = a_held && p.pn == 1 ? 0 : a_held ? p.a_piece_t - p.a_piece_t / p.pn : p.a_piece_t;
+  p.b_t = b_held && p.pm == 1 && p.ps == 1 ? 0
+          : b_held && p.ps == 1            ? p.b_resident_t - p.b_resident_t / p.pm
+                                           : p.b_resident_t;
+  // poplin's ExchangeEstimator: the output-channel groups are the
+  // innermost tile dimension, so the tiles receiving the same piece of A
+  // are neighbours and share a bus (twice the rate) only when the column
+  // split is a multiple of the tiles per bus; B's pieces move at the
+  // plain rate.
+  const int64_t a_share = p.pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
+  p.exch_in = t_.sync_internal_cycles * p.ps + cdiv(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
+              p.ps * cdiv(p.b_t, t_.exchange_bytes_per_cycle);
+}
+
 // The plan: the fewest estimated cycles whose temporaries fit the
 // available memory proportion of a tile (poplin's planner minimises
 // cycles under a memory constraint). Exchange code (xcode) is left to the
@@ -212,27 +239,10 @@ inline Plan plan_matmul(const Target& t_, const MatMulProblem& q) {
     const int64_t g = s.g, m = s.m, n = s.n, k = s.k;
     const int64_t passes = ps * g * s.out_groups * s.in_groups;
     p.compute = conv_partial_cycles(t_, half, q.half_partials, es, passes, m);
-    // Operands the plan lays out are spread over all its tiles (poplin
-    // maps each piece over the tiles that use it): with pn == 1 (A) or
-    // pm == 1 (B) each tile holds its own piece, else every tile of the
-    // row / column receives the whole piece but the share it holds itself.
     const int64_t a_resident_t = cdiv(g * m * k * es, q.a_reuse);
-    p.a_t = a_resident && pn == 1 ? 0
-            : a_resident      ? a_resident_t - a_resident_t / pn
-                              : a_resident_t;
+    p.a_piece_t = a_resident_t;
     p.b_resident_t = cdiv(g * k * n * es, q.b_reuse);
-    p.b_t = b_resident && pm == 1 && ps == 1 ? 0
-            : b_resident && ps == 1        ? p.b_resident_t - p.b_resident_t / pm
-                                           : p.b_resident_t;
-    // poplin's ExchangeEstimator: the output-channel groups are the
-    // innermost tile dimension, so the tiles receiving the same piece of A
-    // are neighbours and share a bus (twice the rate) only when the column
-    // split is a multiple of the tiles per bus; B's pieces move at the
-    // plain rate.
-    const int64_t a_share = pn % t_.tiles_per_shared_exchange_bus == 0 ? 2 : 1;
-    p.exch_in = t_.sync_internal_cycles * ps +
-                cdiv(p.a_t, t_.exchange_bytes_per_cycle * a_share) +
-                ps * cdiv(p.b_t, t_.exchange_bytes_per_cycle);
+    place_operands(t_, p, a_resident, b_resident);
     const int64_t used = p.tiles();
     if (pk > 1) {
       const int64_t E = G * M * N;

@@ -277,6 +277,11 @@ class Model {
   Plan plan_matmul(int64_t G, bool grouped, int64_t M, int64_t K, int64_t N, DType dt,
                    int64_t tiles, bool a_resident, bool b_resident, double amp, int64_t a_reuse,
                    int64_t b_reuse, bool half_partials);
+  // The operand bytes each tile of plan p receives (p.a_t, p.b_t) and the
+  // exchange bringing them (p.exch_in): an operand held in the plan's
+  // layout (a_held / b_held) has each tile's share of its piece there
+  // already, so only the rest is exchanged in; any other is received whole.
+  void place_operands(Plan& p, bool a_held, bool b_held) const;
   void cost_matmul(const OpRecord& op, OpCost& c);
   // A matmul-shaped problem on the AMP unit: plan, creator layouts of the
   // operands not yet laid out, cycles, code; shared by matmul and conv.

@@ -142,3 +142,44 @@ def test_a_parameter_bound_through_nested_aliases_is_one_storage():
         got = sess.run({xs: np.full(shape, 0.5, np.float32)})[rs]
     g = 0.5 * 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (0.5 + 0.044715 * 0.5 ** 3)))
     np.testing.assert_allclose(got, 4 * 2 * g * shape[0] * shape[1], rtol=1e-4)
+
+
+def test_a_matmul_reads_an_operand_already_in_its_layout_in_place():
+    # poplin rearranges a matmul input into its plan's layout only when it
+    # differs ("these copies will be elided if the inputs already use the
+    # expected memory layout and tile mapping", poplin/Convolution.cpp);
+    # otherwise the AMP vertices are connected to the input where it lies
+    # and Poplar exchanges onto each tile only the part of its piece that
+    # other tiles hold. Two [1024, 256] x [256, 256] float16 matmuls on 16
+    # tiles plan rows 4 x cols 4: the second's A (gelu of the first's
+    # output, spread over the same 16 tiles) is in its layout already, as
+    # is each weight (the op creates it), so both receive the same bytes.
+    m, k, tiles = 1024, 256, 16
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((m, k), F16, "x")
+        w1 = popxl.variable(np.full((k, k), 1 / 256, np.float16), name="w1")
+        w2 = popxl.variable(np.full((k, k), 1 / 256, np.float16), name="w2")
+        y = ops.matmul(ops.gelu(ops.matmul(ops.host_load(xs), w1)), w2)
+        ys = popxl.d2h_stream(y.shape, y.dtype, "y")
+        ops.host_store(ys, y)
+    p = profile_ir(ir, popxl.IpuModel(tiles_per_ipu=tiles, allow_out_of_memory=True))
+    first, second = _op(p, "matmul"), _op(p, "matmul_1")
+    pm = pn = 4
+    for op in (first, second):
+        assert op["tiles"] == tiles
+        assert p.ops["plan"][list(p.ops["name"]).index(op["name"])] == (
+            f"tiles {tiles} = groups 1 x rows {pm} x cols {pn} x k 1")
+    # Each tile: A's [m/pm, k] piece less the quarter it holds (its piece
+    # is spread over the pn tiles of its row), B's [k, k/pn] piece less
+    # the quarter it holds (spread over the pm tiles of its column); no
+    # partials beside the output (K is not split).
+    a_piece, b_piece = (m // pm) * k * 2, k * (k // pn) * 2
+    per_tile = a_piece - a_piece // pn + b_piece - b_piece // pm
+    assert first["temp_bytes"] == second["temp_bytes"] == tiles * per_tile
+    x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float16)
+    with popxl.Session(ir, "ipu_model") as s:
+        got = s.run({xs: x})[ys].astype(np.float64)
+    h = x.astype(np.float64) @ np.full((k, k), 1 / 256)
+    g = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+    np.testing.assert_allclose(got, g @ np.full((k, k), 1 / 256), atol=5e-3)
