@@ -314,11 +314,14 @@ inline Plan plan_matmul(const Target& t_, const MatMulProblem& q) {
         if (fits(s, b.pm, b.pn, b.pk)) consider(s, b.pm, b.pn, b.pk, b.ps);
   }
   Plan p = have ? best : small;
-  // Vertex state of a tile: its ConvPartial1x1Out vertex per serial step
-  // and, when K is split, the ReduceAdd vertex of its output elements.
+  // Vertex state of a tile: one ConvPartial1x1Out vertex and, when K is
+  // split, the ReduceAdd vertex of its output elements. The serial steps
+  // reuse them: poplin lowers a serial split as a Repeat over one body
+  // (slice, compute, update; ConvProgramTree::lower in
+  // lib/poplin/Convolution.cpp), so its compute sets exist once.
   const PlanPiece s = plan_piece(t_, q, p);
-  p.state = p.ps * (conv_partial_state(t_, s.g * s.in_groups, s.g * s.out_groups) +
-                    (p.pk > 1 ? reduce_add_state() : 0));
+  p.state = conv_partial_state(t_, s.g * s.in_groups, s.g * s.out_groups) +
+            (p.pk > 1 ? reduce_add_state() : 0);
   return p;
 }
 
