@@ -376,6 +376,8 @@ def test_every_view_is_populated(browser, tmp_path):
         const t = d.data.find((t) => t.name === 'Execute');
         return d.chart.pixel((t.x[0] + t.x[1]) / 2, t.y[0]); })()""")
     browser.hover_at(x, y)
+    # the tooltip is drawn on the next frame: wait for it rather than race it
+    browser.wait_for("(document.querySelector('#plot-trace .chart-tip') || {}).textContent")
     tip = browser.eval("document.querySelector('#plot-trace .chart-tip').textContent")
     assert tip.startswith("Execute ") and "cycles from cycle" in tip, tip
     # Dragging zooms into those cycles; a double click resets.
