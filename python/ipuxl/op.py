@@ -61,17 +61,17 @@ class Op:
 
     def __init__(self, graph: "Graph", type: str, name: str, attrs: Dict[str, Any],
                  called_graphs: Sequence["Graph"] = (), aliases: Sequence[Tuple[int, int]] = (),
-                 modified: Iterable[int] = ()):
-        ctx = get_current_context()
+                 modified: Iterable[int] = (), inputs: Sequence[Optional["Tensor"]] = (), ctx=None):
+        ctx = ctx if ctx is not None else get_current_context()
         self.graph = graph
-        self.id = graph.ir._next_op_id()
+        self.id = graph._ir._next_op_id()
         self.type = type
         self.name = name
         self.attrs = dict(attrs)
         self.called_graphs = list(called_graphs)
         self.aliases = list(aliases)
         self.modified = set(modified)
-        self.inputs: List[Optional["Tensor"]] = []
+        self.inputs: List[Optional["Tensor"]] = list(inputs)
         self.outputs: List["Tensor"] = []
         self._ipu = ctx._ipu_id
         self._tile_set = "io" if ctx._io_tile_set else "compute"
@@ -213,21 +213,8 @@ def create_op(type: str, inputs: Sequence[Optional["Tensor"]], outputs: Sequence
     op_name = g._unique_op_name(ctx._scoped_name(lower))
     aliases = d.aliases(inputs, attrs, called_graphs)
     modified = d.modifies(inputs, attrs, called_graphs)
-    # Op(...)'s fields, in its order, with the context already at hand.
-    op = object.__new__(Op)
-    op.graph = g
-    op.id = g._ir._next_op_id()
-    op.type = type
-    op.name = op_name
-    op.attrs = dict(attrs)
-    op.called_graphs = list(called_graphs)
-    op.aliases = list(aliases)
-    op.modified = set(modified)
-    op.inputs = list(inputs)
-    op.outputs = outs = []
-    op._ipu = ctx._ipu_id
-    op._tile_set = "io" if ctx._io_tile_set else "compute"
-    op.execution_context = ctx._execution_context
+    op = Op(g, type, op_name, attrs, called_graphs, aliases, modified, inputs, ctx)
+    outs = op.outputs
     create = Tensor._create
     for out_name, (shape, dt) in zip(names, specs):
         outs.append(create(g, out_name, tuple(map(int, shape)), dt, producer=op))
