@@ -120,3 +120,31 @@ def test_all_reduce_across_ipus_roundtrip(op, tmp_path):
     for k in ("ya", "yb"):
         np.testing.assert_allclose(got[k], oracle, rtol=1e-6)
         np.testing.assert_allclose(got[k], want[k], rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [popxl.float16, popxl.float32])
+def test_nll_with_softmax_grad_roundtrip(dt, tmp_path):
+    """nll_loss_with_softmax_grad (BERT's loss, float16 probabilities and
+    uint32 labels in its fp16 runs): the generated vertex computes in
+    float32, its outputs rounded to the probabilities' type."""
+    labels = np.array([2, 0, 4, 1], np.uint32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((4, 5), dt, name="x")
+        probs = ops.softmax(ops.host_load(xs, "x"), axis=-1)
+        loss, dx = ops.nll_loss_with_softmax_grad(probs, popxl.constant(labels, popxl.uint32, name="l"),
+                                                  ignore_index=4, reduction="mean")
+        ops.host_store(popxl.d2h_stream(loss.shape, loss.dtype, name="loss"), loss)
+        ops.host_store(popxl.d2h_stream(dx.shape, dx.dtype, name="dx"), dx)
+    x = np.random.default_rng(3).normal(size=(4, 5)).astype(dt.as_numpy())
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "ipuxl_export::nllSoftmaxGrad(" in src
+    t = torch.tensor(x.astype(np.float64), requires_grad=True)
+    ref = torch.nn.functional.cross_entropy(t, torch.tensor(labels.astype(np.int64)), ignore_index=4)
+    ref.backward()
+    tol = dict(rtol=3e-3, atol=3e-3) if dt == popxl.float16 else dict(rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["loss"].astype(np.float64), ref.item(), **tol)
+    np.testing.assert_allclose(got["dx"].astype(np.float64), t.grad.numpy(), **tol)
+    np.testing.assert_allclose(got["loss"].astype(np.float64), want["loss"].astype(np.float64), **tol)
+    np.testing.assert_allclose(got["dx"].astype(np.float64), want["dx"].astype(np.float64), **tol)

@@ -440,9 +440,12 @@ def _nll_softmax_grad(em, e):
     probs, labels = e.inputs[0], e.inputs[1]
     lg = None if nll else e.inputs[2]
     loss = e.outputs[0]
-    if probs.dtype.name != "float32" or labels.dtype.name not in ("int32", "uint32"):
+    if probs.dtype.name not in ("float32", "float16") or labels.dtype.name not in ("int32", "uint32"):
         raise NotImplementedError(f"Poplar export: op {e.type} ({e.name!r}) "
                                   f"with {probs.dtype.name} probs / {labels.dtype.name} labels")
+    # float16 probabilities: the vertex computes in float32 and its outputs
+    # are rounded to float16 once (the Session's float arithmetic)
+    half = probs.dtype.name == "float16"
     em.codelets["NllSoftmaxGrad"] = CODELETS["NllSoftmaxGrad"]
     em.helpers.add("nllSoftmaxGrad")
     a = e.attrs
@@ -455,12 +458,14 @@ def _nll_softmax_grad(em, e):
     else:
         lgv = f"popops::cast(graph, {em.t(lg)}, poplar::FLOAT, prog, {_dbg(e)})"
         mode = 0
-    em.line(f"auto {v} = ipuxl_export::nllSoftmaxGrad(graph, {em.t(probs)}, {lab}, {lgv}, "
+    pv = f"popops::cast(graph, {em.t(probs)}, poplar::FLOAT, prog, {_dbg(e)})" if half else em.t(probs)
+    em.line(f"auto {v} = ipuxl_export::nllSoftmaxGrad(graph, {pv}, {lab}, {lgv}, "
             f"{_reductions[a['reduction']]}, {int(a['has_ignore_index'])}, {int(a['ignore_index'])}, {mode}, "
             f"{_shape(loss.shape)}, prog, {_dbg(e)});")
-    em.define(loss, f"{v}[0]")
+    back = (lambda r: f"popops::cast(graph, {r}, poplar::HALF, prog, {_dbg(e)})") if half else (lambda r: r)
+    em.define(loss, back(f"{v}[0]"))
     if not nll:
-        em.define(e.outputs[1], f"{v}[1]")
+        em.define(e.outputs[1], back(f"{v}[1]"))
 
 
 _reductions = {"none": 0, "sum": 1, "mean": 2}
