@@ -93,3 +93,11 @@ def test_convolution_gradients_are_costed_on_the_amp_unit():
         assert rows[t]["flops"] == FLOPS
         ideal = FLOPS / (TILES * AMP_FLOP_PER_CYCLE["float32"])
         assert 0.5 * ideal <= rows[t]["cycles"] <= 3 * ideal, (t, rows[t]["cycles"], ideal)
+
+
+def test_partials_types_are_case_insensitive_as_in_popart():
+    """PopART's MultiConvOptions lower-cases partialsTypes before checking
+    them: "HALF" plans as "half"."""
+    upper, lower = _conv_row("float16", partials=["HALF"]), _conv_row("float16", partials=["half"])
+    assert upper["vertex"] == lower["vertex"] == "poplin::ConvPartialnx1<float16,float16>"
+    assert upper["cycles"] == lower["cycles"]

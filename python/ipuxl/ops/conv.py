@@ -114,8 +114,8 @@ def _check_options(op: str, available_memory_proportions, partials_types, enable
             if not 0 < float(p) <= 1:
                 raise ValueError(f"{op}: available_memory_proportions must be in (0, 1], got {p}")
     if partials_types is not None:
-        for p in partials_types:
-            if p not in ("half", "float"):
+        for p in partials_types:  # PopART lower-cases them first (MultiConvOptions)
+            if not isinstance(p, str) or p.lower() not in ("half", "float"):
                 raise ValueError(f"{op}: partials_types must be 'half' or 'float', got {p!r}")
     if enable_conv_dithering is not None:
         for p in enable_conv_dithering:
