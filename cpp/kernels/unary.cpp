@@ -242,9 +242,50 @@ std::unique_ptr<Kernel> gelu_grad_factory(const OpDesc& d) {
   return k;
 }
 
+// TanhGrad (dy, y) -> dx = dy * (1 - y*y) from the forward output (PopART's
+// TanhGradOp): one pass for the three ops and the constant of its
+// decomposition, rounded as they are (y*y, then 1 - that, then the product).
+// float16 computes in float and rounds once.
+std::unique_ptr<Kernel> tanh_grad_factory(const OpDesc& d) {
+  d.expect_arity(2, 1);
+  const TensorRef* g = d.in[0];
+  const TensorRef* y = d.in[1];
+  const TensorRef* o = d.out[0];
+  d.expect_same_dtype(*g, *y);
+  d.expect_same_dtype(*g, *o);
+  d.expect_shape(*y, g->shape);
+  d.expect_shape(*o, g->shape);
+  std::unique_ptr<Kernel> k;
+  bool ok = IPUXL_DISPATCH_FLOAT(g->dtype, {
+    using T = scalar_t;
+    using C = ct_t<T>;
+    k = make_kernel([=](RunContext&) {
+      if constexpr (std::is_same_v<T, f16>) {
+        const f16* ins[2] = {g->as<f16>(), y->as<f16>()};
+        f16blk::map<2>(o->nelms, ins, o->as<f16>(),
+                       [](float gv, float yv) { return gv * (1.0f - yv * yv); });
+        return;
+      }
+      const T* G = g->as<T>();
+      const T* Y = y->as<T>();
+      T* O = o->as<T>();
+      elementwise_for<T>(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const C yv = (C)Y[i];
+          const C yy = yv * yv;
+          O[i] = (T)((C)G[i] * ((C)1 - yy));
+        }
+      });
+    });
+  });
+  if (!ok) d.fail(std::string("expected a floating-point input, got ") + dtype_name(g->dtype));
+  return k;
+}
+
 }  // namespace
 
 IPUXL_REGISTER_KERNEL("GeluGrad", gelu_grad_factory);
+IPUXL_REGISTER_KERNEL("TanhGrad", tanh_grad_factory);
 IPUXL_REGISTER_KERNEL("Sqrt", same_type<true>(SqrtF{}));
 IPUXL_REGISTER_KERNEL("Exp", same_type<true>(ExpF{}));
 IPUXL_REGISTER_KERNEL("ExpInplace", same_type<true>(ExpF{}));

@@ -1,6 +1,7 @@
 """``ipuxl export poplar`` of PrintTensor (``program::PrintTensor``),
 BatchNormInference (``popops::map`` of the folded scale and shift),
-Histogram (``popops::histogram``) and ReduceMedian (``popops::topK``):
+Histogram (``popops::histogram``), ReduceMedian (``popops::topK``) and
+TanhGrad (``popnn::nonLinearityInputGradient``):
 exported, built against ipuxl's Poplar, run, and compared with
 ``Session.run`` and a float64 NumPy / PyTorch oracle (slow: compiles C++)."""
 import numpy as np
@@ -148,3 +149,33 @@ def test_nll_with_softmax_grad_roundtrip(dt, tmp_path):
     np.testing.assert_allclose(got["dx"].astype(np.float64), t.grad.numpy(), **tol)
     np.testing.assert_allclose(got["loss"].astype(np.float64), want["loss"].astype(np.float64), **tol)
     np.testing.assert_allclose(got["dx"].astype(np.float64), want["dx"].astype(np.float64), **tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [popxl.float32, popxl.float16])
+def test_tanh_grad_roundtrip(dt, tmp_path):
+    # The gradient of tanh is PopART's TanhGradOp, grown as
+    # popnn::nonLinearityInputGradient(TANH) of the forward output.
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(3, 4)) * 2).astype(dt.as_numpy())
+    seed = rng.normal(size=(3, 4)).astype(dt.as_numpy())
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((3, 4), dt, name="x")
+        xt = ops.host_load(xs, "x")
+        g = ir.create_graph(ops.tanh, xt)
+        info = popxl.transforms.autodiff(g)
+        fwd = ops.call_with_info(g, xt)
+        (dx,) = ops.call(info.graph, popxl.constant(seed, dt),
+                         inputs_dict=info.inputs_dict(fwd))
+        ops.host_store(popxl.d2h_stream(dx.shape, dx.dtype, name="dx"), dx)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert "popnn::nonLinearityInputGradient(graph, popnn::NonLinearityType::TANH" in src
+    xt64 = torch.tensor(x.astype(np.float64), requires_grad=True)
+    (torch.tanh(xt64) * torch.tensor(seed.astype(np.float64))).sum().backward()
+    tol = dict(rtol=1e-5, atol=1e-6) if dt == popxl.float32 else dict(rtol=1e-2, atol=4e-3)
+    np.testing.assert_allclose(got["dx"].astype(np.float64), xt64.grad.numpy(), **tol)
+    # Within rounding, not bit-identical: the forward tanh is the Session's
+    # vectorised kernel on one side and ipuxl's Poplar's codelet on the other.
+    np.testing.assert_allclose(got["dx"].astype(np.float64), want["dx"].astype(np.float64),
+                               **tol)

@@ -498,3 +498,31 @@ def test_swish_float16_gradient_in_the_tails():
     (ref,) = torch.autograd.grad(F.silu(t).sum(), [t])
     ref = ref.numpy()
     assert np.all(np.abs(g.astype(np.float64) - ref) <= 4e-3 * np.abs(ref) + 1e-7), (g, ref)
+
+
+def test_tanh_gradient_is_one_tanh_grad_op_as_popart():
+    # PopART's TanhOp::getGradOps gives one TanhGradOp(grad, fwd out); the
+    # gradient graph holds it and nothing else (no constant, Sub or Mul).
+    ir = ipuxl.Ir()
+    with ir.main_graph:
+        g = ir.create_graph(ops.tanh, ipuxl.TensorSpec((2, 3), ipuxl.float32))
+        info = ipuxl.transforms.autodiff(g)
+    types = [op.type for op in info.graph.ops]
+    assert types == ["TanhGrad"], types
+    grad_op = info.graph.ops[0]
+    assert grad_op.inputs[1].shape == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_tanh_grad_kernel_saturation_and_nan(dtype):
+    # 1 - y*y at |y| -> 1 goes to 0 without going negative; NaN propagates.
+    x = np.array([-30.0, -8.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 8.0, 30.0, np.nan], dtype)
+    seeds = [np.linspace(-2, 2, x.size).astype(dtype)]
+    _, grads = grads_of(ops.tanh, x, seeds=seeds)
+    g = np.asarray(grads[0], np.float64)
+    xt = torch.tensor(x[:-1].astype(np.float64), requires_grad=True)
+    (torch.tanh(xt) * torch.tensor(seeds[0][:-1].astype(np.float64))).sum().backward()
+    tol = TOL[dtype]
+    np.testing.assert_allclose(g[:-1], xt.grad.numpy(), **tol)
+    assert np.all(g[:-1] * np.sign(seeds[0][:-1]) >= 0)  # 1 - y*y >= 0
+    assert np.isnan(g[-1])

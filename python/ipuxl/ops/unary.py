@@ -309,11 +309,23 @@ def _cos_grad(ctx):
     return [negate(ctx.g() * sin(ctx.x(0)))]
 
 
+define_op("TanhGrad", like_input(0), cost="elementwise")
+
+
 @register_grad("Tanh")
 def _tanh_grad(ctx):
-    """d tanh(x) = 1 - tanh(x)**2."""
-    y = ctx.y()
-    return [ctx.g() * (1.0 - y * y)]
+    """``TanhGrad(g, y)`` (PopART's TanhGradOp, grown as
+    ``popnn::nonLinearityInputGradient(TANH)``): ``g * (1 - y**2)`` from the
+    forward output, one op; its decomposition, for differentiating it
+    again, is :func:`_tanh_grad_decomposition`."""
+    return [create_op("TanhGrad", [ctx.g(), ctx.y()], ["tanh_grad_out"], {},
+                      name="tanh_grad").outputs[0]]
+
+
+@register_decomposition("TanhGrad")
+def _tanh_grad_decomposition(op, g, y):
+    """``g * (1 - y*y)``, in the order the kernel rounds it."""
+    return [g * (1.0 - y * y)]
 
 
 @register_grad("Relu")
