@@ -90,7 +90,11 @@ def _install_blas(mod) -> str:
     coretype = {"avx2": "Haswell", "sse": "Nehalem"}.get(mod.isa())
     if mod.isa() == mod.isa_levels()[-1]:
         coretype = None
-    with _settings.library_environment("OPENBLAS_CORETYPE", coretype):
+    # OpenBLAS starts a pool of one thread per core when it loads, and those
+    # threads spin for a while before they sleep (~0.1 s of CPU at import);
+    # the core runs it single-threaded (below), so it loads with one.
+    with _settings.library_environment("OPENBLAS_CORETYPE", coretype), \
+            _settings.library_environment("OPENBLAS_NUM_THREADS", "1"):
         try:
             import scipy_openblas32 as sob
         except ImportError:
