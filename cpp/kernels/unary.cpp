@@ -282,9 +282,38 @@ std::unique_ptr<Kernel> tanh_grad_factory(const OpDesc& d) {
   return k;
 }
 
+// ReluGrad (dy, y) -> dx = dy where y > 0, else 0, from the forward output
+// (PopART's ReluGradOp). A NaN y gives 0, as the comparison it replaces.
+std::unique_ptr<Kernel> relu_grad_factory(const OpDesc& d) {
+  d.expect_arity(2, 1);
+  const TensorRef* g = d.in[0];
+  const TensorRef* y = d.in[1];
+  const TensorRef* o = d.out[0];
+  d.expect_same_dtype(*g, *y);
+  d.expect_same_dtype(*g, *o);
+  d.expect_shape(*y, g->shape);
+  d.expect_shape(*o, g->shape);
+  std::unique_ptr<Kernel> k;
+  bool ok = IPUXL_DISPATCH_FLOAT(g->dtype, {
+    using T = scalar_t;
+    using C = ct_t<T>;
+    k = make_kernel([=](RunContext&) {
+      const T* G = g->as<T>();
+      const T* Y = y->as<T>();
+      T* O = o->as<T>();
+      elementwise_for<T>(o->nelms, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) O[i] = (C)Y[i] > (C)0 ? G[i] : T((C)0);
+      });
+    });
+  });
+  if (!ok) d.fail(std::string("expected a floating-point input, got ") + dtype_name(g->dtype));
+  return k;
+}
+
 }  // namespace
 
 IPUXL_REGISTER_KERNEL("GeluGrad", gelu_grad_factory);
+IPUXL_REGISTER_KERNEL("ReluGrad", relu_grad_factory);
 IPUXL_REGISTER_KERNEL("TanhGrad", tanh_grad_factory);
 IPUXL_REGISTER_KERNEL("Sqrt", same_type<true>(SqrtF{}));
 IPUXL_REGISTER_KERNEL("Exp", same_type<true>(ExpF{}));

@@ -1,7 +1,7 @@
 """``ipuxl export poplar`` of PrintTensor (``program::PrintTensor``),
 BatchNormInference (``popops::map`` of the folded scale and shift),
 Histogram (``popops::histogram``), ReduceMedian (``popops::topK``) and
-TanhGrad (``popnn::nonLinearityInputGradient``):
+TanhGrad and ReluGrad (``popnn::nonLinearityInputGradient``):
 exported, built against ipuxl's Poplar, run, and compared with
 ``Session.run`` and a float64 NumPy / PyTorch oracle (slow: compiles C++)."""
 import numpy as np
@@ -153,9 +153,11 @@ def test_nll_with_softmax_grad_roundtrip(dt, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dt", [popxl.float32, popxl.float16])
-def test_tanh_grad_roundtrip(dt, tmp_path):
-    # The gradient of tanh is PopART's TanhGradOp, grown as
-    # popnn::nonLinearityInputGradient(TANH) of the forward output.
+@pytest.mark.parametrize("name", ["tanh", "relu"])
+def test_nonlinearity_grad_roundtrip(name, dt, tmp_path):
+    # The gradients of tanh and relu are PopART's TanhGradOp / ReluGradOp,
+    # grown as popnn::nonLinearityInputGradient of the forward output.
+    fn, tfn = {"tanh": (ops.tanh, torch.tanh), "relu": (ops.relu, torch.relu)}[name]
     rng = np.random.default_rng(5)
     x = (rng.normal(size=(3, 4)) * 2).astype(dt.as_numpy())
     seed = rng.normal(size=(3, 4)).astype(dt.as_numpy())
@@ -163,16 +165,17 @@ def test_tanh_grad_roundtrip(dt, tmp_path):
     with ir.main_graph:
         xs = popxl.h2d_stream((3, 4), dt, name="x")
         xt = ops.host_load(xs, "x")
-        g = ir.create_graph(ops.tanh, xt)
+        g = ir.create_graph(fn, xt)
         info = popxl.transforms.autodiff(g)
         fwd = ops.call_with_info(g, xt)
         (dx,) = ops.call(info.graph, popxl.constant(seed, dt),
                          inputs_dict=info.inputs_dict(fwd))
         ops.host_store(popxl.d2h_stream(dx.shape, dx.dtype, name="dx"), dx)
     got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
-    assert "popnn::nonLinearityInputGradient(graph, popnn::NonLinearityType::TANH" in src
+    kind = name.upper()
+    assert f"popnn::nonLinearityInputGradient(graph, popnn::NonLinearityType::{kind}" in src
     xt64 = torch.tensor(x.astype(np.float64), requires_grad=True)
-    (torch.tanh(xt64) * torch.tensor(seed.astype(np.float64))).sum().backward()
+    (tfn(xt64) * torch.tensor(seed.astype(np.float64))).sum().backward()
     tol = dict(rtol=1e-5, atol=1e-6) if dt == popxl.float32 else dict(rtol=1e-2, atol=4e-3)
     np.testing.assert_allclose(got["dx"].astype(np.float64), xt64.grad.numpy(), **tol)
     # Within rounding, not bit-identical: the forward tanh is the Session's

@@ -500,17 +500,29 @@ def test_swish_float16_gradient_in_the_tails():
     assert np.all(np.abs(g.astype(np.float64) - ref) <= 4e-3 * np.abs(ref) + 1e-7), (g, ref)
 
 
-def test_tanh_gradient_is_one_tanh_grad_op_as_popart():
-    # PopART's TanhOp::getGradOps gives one TanhGradOp(grad, fwd out); the
-    # gradient graph holds it and nothing else (no constant, Sub or Mul).
+@pytest.mark.parametrize("fn, grad_type", [(ops.tanh, "TanhGrad"), (ops.relu, "ReluGrad")])
+def test_nonlinearity_gradient_is_one_grad_op_as_popart(fn, grad_type):
+    # PopART's TanhOp / ReluOp::getGradOps give one TanhGradOp / ReluGradOp
+    # (grad, fwd out); the gradient graph holds it and nothing else (no
+    # constant, comparison, Where, Sub or Mul).
     ir = ipuxl.Ir()
     with ir.main_graph:
-        g = ir.create_graph(ops.tanh, ipuxl.TensorSpec((2, 3), ipuxl.float32))
+        g = ir.create_graph(fn, ipuxl.TensorSpec((2, 3), ipuxl.float32))
         info = ipuxl.transforms.autodiff(g)
     types = [op.type for op in info.graph.ops]
-    assert types == ["TanhGrad"], types
-    grad_op = info.graph.ops[0]
-    assert grad_op.inputs[1].shape == (2, 3)
+    assert types == [grad_type], types
+    fwd_out = info.graph.ops[0].inputs[1]  # the forward output, an input of the gradient graph
+    assert fwd_out in info.graph.inputs and fwd_out.shape == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_relu_grad_kernel_at_zero_inf_and_nan(dtype):
+    # g where y > 0: +0 and -0 give 0, +inf passes the gradient, NaN gives 0.
+    x = np.array([-np.inf, -3.0, -0.0, 0.0, 6e-8, 0.5, 7.0, np.inf, np.nan], dtype)
+    seed = np.arange(1, x.size + 1).astype(dtype)
+    _, grads = grads_of(ops.relu, x, seeds=[seed])
+    want = np.where(np.nan_to_num(x, nan=-1.0) > 0, seed, 0).astype(dtype)
+    np.testing.assert_array_equal(grads[0], want)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

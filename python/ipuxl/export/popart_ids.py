@@ -47,7 +47,7 @@ _GRAPHCORE_OPS = (
     "IncrementMod", "Init", "Resize", "IoTileCopy", "IpuCopy", "ReduceMedian", "Nll",
     "PrintTensor", "ModifyRandomSeed", "RemoteLoad", "RemoteStore", "ScaledAdd",
     "ScatterReduce", "ShapedDropout", "Subsample", "Swish", "TiedGather",
-    "NlllWithSoftmaxGradDirect", "SoftmaxGrad", "GeluGrad", "TanhGrad", "GroupNormGrad",
+    "NlllWithSoftmaxGradDirect", "SoftmaxGrad", "GeluGrad", "TanhGrad", "ReluGrad", "GroupNormGrad",
     "MultiExchange",
     # gradient ops (PopART's GradOperators)
     "AveragePoolGrad", "ConvDataGrad", "ConvWeightsGrad", "MaxPoolGrad", "ResizeGrad",

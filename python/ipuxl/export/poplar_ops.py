@@ -320,12 +320,13 @@ def _gelu_grad(em, e):
                             f"{{{em.t(e.inputs[0])}, {em.t(e.inputs[1])}}}, prog, {_dbg(e)})")
 
 
-def _tanh_grad(em, e):
-    """PopART's TanhGradOpx: ``popnn::nonLinearityInputGradient(TANH)`` of
-    the forward output and the incoming gradient."""
+def _nonlinearity_grad(em, e):
+    """PopART's TanhGradOpx / ReluGradOpx: ``popnn::nonLinearityInputGradient``
+    of the forward output and the incoming gradient."""
     g, y = (em.t(t) for t in e.inputs)
+    kind = {"TanhGrad": "TANH", "ReluGrad": "RELU"}[e.type]
     em.define(e.outputs[0], f"popnn::nonLinearityInputGradient(graph, "
-                            f"popnn::NonLinearityType::TANH, {y}, {g}, prog, {_dbg(e)})")
+                            f"popnn::NonLinearityType::{kind}, {y}, {g}, prog, {_dbg(e)})")
 
 
 def _scale_arg(em, e, idx: int) -> str:
@@ -581,7 +582,7 @@ KERNELS = {
     **{t: _reduce for t in _REDUCE},
     "Softmax": _softmax, "SoftmaxGrad": _softmax_grad,
     "GroupNorm": _group_norm, "GroupNormGrad": _group_norm_grad, "GeluGrad": _gelu_grad,
-    "TanhGrad": _tanh_grad,
+    "TanhGrad": _nonlinearity_grad, "ReluGrad": _nonlinearity_grad,
     "ScaledAdd": _scaled_add, "ScaledAddLhsInplace": _scaled_add,
     "Init": _init, "CopyVarUpdate": _copy_var_update, "Accumulate": _accumulate,
     "AccumulatorScale": _accumulator_scale, "Where": _where, "Sum": _sum,

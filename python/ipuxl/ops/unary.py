@@ -328,15 +328,25 @@ def _tanh_grad_decomposition(op, g, y):
     return [g * (1.0 - y * y)]
 
 
+define_op("ReluGrad", like_input(0), cost="elementwise")
+
+
 @register_grad("Relu")
 def _relu_grad(ctx):
-    """d relu(x) = 1 where x > 0, else 0 (0 at x == 0, as PyTorch). Read
-    from the output (relu(x) > 0 exactly where x > 0), as PopART's
-    ReluGradOp does: the gradient graph keeps the activation it already
-    needs for the next layer's weight gradient, not also the one before."""
+    """``ReluGrad(g, y)`` (PopART's ReluGradOp, grown as
+    ``popnn::nonLinearityInputGradient(RELU)``): ``g`` where ``y > 0``, else
+    0 (0 at x == 0, as PyTorch). Read from the output (relu(x) > 0 exactly
+    where x > 0), as PopART does: the gradient graph keeps the activation it
+    already needs for the next layer's weight gradient, not also the one
+    before. Its decomposition is :func:`_relu_grad_decomposition`."""
+    return [create_op("ReluGrad", [ctx.g(), ctx.y(0)], ["relu_grad_out"], {},
+                      name="relu_grad").outputs[0]]
+
+
+@register_decomposition("ReluGrad")
+def _relu_grad_decomposition(op, g, y):
     o = _ops()
-    y = ctx.y(0)
-    return [o.where(o.greater(y, 0.0), ctx.g(), 0.0)]
+    return [o.where(o.greater(y, 0.0), g, 0.0)]
 
 
 def _sigmoid(x: Tensor) -> Tensor:
