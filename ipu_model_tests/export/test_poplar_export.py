@@ -435,13 +435,17 @@ def test_tile_mapping_from_the_ipu_model(tmp_path):
 
 
 def test_unknown_op_names_the_op(tmp_path):
+    # popxl-addons' static sparse matmul (popsparse, which ipuxl's Poplar lacks)
+    sparse = pytest.importorskip("scipy.sparse")
+    from ipuxl.addons.ops.static_sparse_ops import dense_const_sparse_matmul
+
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(np.ones((2, 3), np.float32), name="x")
-        y = ops.roi_align(ops.reshape(x, (1, 1, 2, 3)), popxl.constant(np.array([[0, 0, 2, 1]], np.float32)),
-                          popxl.constant(np.array([0], np.int32)), (1, 1), 1.0, 1)
+        rhs = sparse.csr_matrix(np.array([[1, 0], [0, 2], [3, 0]], np.float32))
+        y = dense_const_sparse_matmul(x, rhs, 2)
         ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
-    with pytest.raises(NotImplementedError, match=r"op RoiAlign \("):
+    with pytest.raises(NotImplementedError, match=r"op SparseMatMul \("):
         export_poplar(ir, str(tmp_path))
 
 

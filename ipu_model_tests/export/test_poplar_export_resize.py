@@ -87,3 +87,59 @@ def test_resize_and_its_gradient_roundtrip(case, tmp_path):
     rhs = float(np.sum(xv.astype(np.float64) * got["dx"].astype(np.float64)))
     assert abs(lhs - rhs) <= 1e-4 * max(1.0, abs(lhs))
     np.testing.assert_allclose(got["dx"], want["dx"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [popxl.float32, popxl.float16])
+@pytest.mark.parametrize("ratio", [2, 0])
+def test_roi_align_and_its_gradient_roundtrip(ratio, dt, tmp_path):
+    # RoiAlign has no PopLibs call: one generated vertex, forward and
+    # gradient, against Session.run and torchvision's algorithm in float64.
+    from roi_reference import roi_align_reference
+
+    rng = np.random.default_rng(7)
+    npdt = dt.as_numpy()
+    x = rng.normal(size=(2, 3, 9, 11)).astype(npdt)
+    rois = rng.uniform(0, 7, (4, 4)).astype(np.float32)
+    rois[:, 2:] += rois[:, :2]
+    rois[1] = [-3.0, -2.0, 12.0, 15.0]  # partly outside the map
+    rois = rois.astype(npdt)
+    bidx = np.array([1, 0, 1, 1], np.int32)
+    seed = rng.normal(size=(4, 3, 3, 2)).astype(npdt)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream(x.shape, dt, name="x")
+        xt = ops.host_load(xs, "x")
+        g = ir.create_graph(lambda a: ops.roi_align(a, popxl.constant(rois, dt), popxl.constant(bidx),
+                                                    (3, 2), 0.5, ratio), xt)
+        info = popxl.transforms.autodiff(g)
+        fwd = ops.call_with_info(g, xt)
+        (dx,) = ops.call(info.graph, popxl.constant(seed, dt), inputs_dict=info.inputs_dict(fwd))
+        ops.host_store(popxl.d2h_stream((4, 3, 3, 2), dt, name="y"), fwd.outputs[0])
+        ops.host_store(popxl.d2h_stream(x.shape, dt, name="dx"), dx)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path, inputs={xs: x})
+    assert 'graph.addVertex(cs, "RoiAlign")' in src
+    ref_y = roi_align_reference(x.astype(np.float64), rois.astype(np.float64), bidx, 3, 2, 0.5, ratio)
+    # the gradient: the adjoint of the (linear) forward, column by column
+    basis = np.eye(x.size).reshape((x.size,) + x.shape)
+    jac = np.stack([roi_align_reference(e, rois.astype(np.float64), bidx, 3, 2, 0.5, ratio).ravel()
+                    for e in basis], axis=1)
+    ref_dx = (seed.astype(np.float64).ravel() @ jac).reshape(x.shape)
+    tol = dict(rtol=1e-5, atol=1e-6) if dt == popxl.float32 else dict(rtol=1e-2, atol=4e-3)
+    np.testing.assert_allclose(got["y"].astype(np.float64), ref_y, **tol)
+    np.testing.assert_allclose(got["dx"].astype(np.float64), ref_dx, **tol)
+    # the Session's algorithm, arithmetic and roundings: the same bits
+    np.testing.assert_array_equal(got["y"], want["y"])
+    np.testing.assert_array_equal(got["dx"], want["dx"])
+
+
+@pytest.mark.slow
+def test_roi_align_bad_batch_index_fails_the_run(tmp_path):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xs = popxl.h2d_stream((1, 1, 4, 4), popxl.float32, name="x")
+        y = ops.roi_align(ops.host_load(xs, "x"), popxl.constant(np.array([[0, 0, 2, 2]], np.float32)),
+                          popxl.constant(np.array([3], np.int32)), (2, 2), 1.0, 1)
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
+    with pytest.raises(Exception, match="RoiAlign"):
+        roundtrip(ir, tmp_path, inputs={xs: np.ones((1, 1, 4, 4), np.float32)})

@@ -11,6 +11,7 @@ import ipuxl as popxl  # noqa: E402
 import ipuxl.ops as ops  # noqa: E402
 from grad_harness import grads_of, second_order_of  # noqa: E402
 from harness import run_fn  # noqa: E402
+from roi_reference import roi_align_reference  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
@@ -138,47 +139,6 @@ def test_interpolate_nearest_modes_and_errors():
             ops.interpolate(t, (2.0,))
 
 
-def _roi_align_reference(x, rois, bidx, ph, pw, scale, ratio):
-    """torchvision.ops.roi_align (aligned=False), transcribed in NumPy."""
-    n, c, h, w = x.shape
-    out = np.zeros((len(rois), c, ph, pw))
-
-    def bilinear(img, y, xx):
-        if y < -1.0 or y > h or xx < -1.0 or xx > w:
-            return 0.0
-        y, xx = max(y, 0.0), max(xx, 0.0)
-        yl, xl = int(y), int(xx)
-        if yl >= h - 1:
-            yh = yl = h - 1
-            y = float(yl)
-        else:
-            yh = yl + 1
-        if xl >= w - 1:
-            xh = xl = w - 1
-            xx = float(xl)
-        else:
-            xh = xl + 1
-        ly, lx = y - yl, xx - xl
-        return ((1 - ly) * (1 - lx) * img[:, yl, xl] + (1 - ly) * lx * img[:, yl, xh]
-                + ly * (1 - lx) * img[:, yh, xl] + ly * lx * img[:, yh, xh])
-
-    for r, (x1, y1, x2, y2) in enumerate(rois.astype(np.float64) * scale):
-        rw, rh = max(x2 - x1, 1.0), max(y2 - y1, 1.0)
-        bh, bw = rh / ph, rw / pw
-        gh = ratio if ratio > 0 else int(np.ceil(rh / ph))
-        gw = ratio if ratio > 0 else int(np.ceil(rw / pw))
-        img = x[bidx[r]].astype(np.float64)
-        for i in range(ph):
-            for j in range(pw):
-                acc = np.zeros(c)
-                for iy in range(gh):
-                    for ix in range(gw):
-                        acc += bilinear(img, y1 + i * bh + (iy + 0.5) * bh / gh,
-                                        x1 + j * bw + (ix + 0.5) * bw / gw)
-                out[r, :, i, j] = acc / max(gh * gw, 1)
-    return out
-
-
 @pytest.mark.slow  # large ROI gradients
 @pytest.mark.parametrize("ratio", [2, 0])
 def test_roi_align_value_and_grad(ratio):
@@ -188,12 +148,12 @@ def test_roi_align_value_and_grad(ratio):
     bidx = np.array([0, 1, 1, 0, 1], np.int32)
     fn = lambda a, r, i: ops.roi_align(a, r, i, (3, 2), 0.5, ratio)  # noqa: E731
     got = run_fn(fn, x, rois, bidx)
-    want = _roi_align_reference(x, rois, bidx, 3, 2, 0.5, ratio)
+    want = roi_align_reference(x, rois, bidx, 3, 2, 0.5, ratio)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # the op is linear in x: its gradient is the reference's transpose
     seed = _seed(want.shape)
     eye = np.eye(x.size).reshape((x.size,) + x.shape)
-    jac = np.stack([(_roi_align_reference(e, rois, bidx, 3, 2, 0.5, ratio) * seed).sum()
+    jac = np.stack([(roi_align_reference(e, rois, bidx, 3, 2, 0.5, ratio) * seed).sum()
                     for e in eye]).reshape(x.shape)
     def on_x(a):
         return ops.roi_align(a, popxl.constant(rois), popxl.constant(bidx), (3, 2), 0.5, ratio)

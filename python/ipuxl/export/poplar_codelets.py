@@ -397,5 +397,7 @@ HELPERS.update(MISC_HELPERS)
 
 # Resize and its adjoint (poplar_resize.py).
 from .poplar_resize import RESIZE_HELPERS  # noqa: E402
+from .poplar_roi import ROI_HELPERS  # noqa: E402
 
 HELPERS.update(RESIZE_HELPERS)
+HELPERS.update(ROI_HELPERS)  # RoiAlign(+Grad) (poplar_roi.py), with its vertex

@@ -18,6 +18,7 @@ from .poplar_addons import ADDONS_KERNELS
 from .poplar_index import INDEX_KERNELS
 from .poplar_misc import MISC_KERNELS
 from .poplar_resize import RESIZE_KERNELS
+from .poplar_roi import ROI_KERNELS
 from .poplar_nn import NN_KERNELS
 from .poplar_random import RANDOM_KERNELS
 from .poplar_scan import SCAN_KERNELS
@@ -590,7 +591,7 @@ KERNELS = {
     "DynamicSlice": _dynamic_slice, "DynamicUpdate": _dynamic_slice,
     "DynamicUpdateInplace": _dynamic_slice,
     **NN_KERNELS, **RANDOM_KERNELS, **SCAN_KERNELS, **INDEX_KERNELS,
-    **ADDONS_KERNELS, **MISC_KERNELS, **RESIZE_KERNELS,
+    **ADDONS_KERNELS, **MISC_KERNELS, **RESIZE_KERNELS, **ROI_KERNELS,
 }
 
 
