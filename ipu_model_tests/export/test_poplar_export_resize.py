@@ -1,8 +1,10 @@
 """``ipuxl export poplar`` of Resize (``ops.interpolate``) and its
-gradient: the taps as ``popops::multiSlice`` / ``multiUpdateAdd`` passes,
-built against ipuxl's Poplar, run, and compared with ``Session.run``, with
-a float64 NumPy implementation of ONNX Resize's formulas, and (for the
-gradient) with the adjoint identity <R x, g> = <x, R^T g> (slow)."""
+gradient (the taps as ``popops::multiSlice`` / ``multiUpdateAdd`` passes;
+checked against a float64 NumPy implementation of ONNX Resize's formulas
+and the adjoint identity <R x, g> = <x, R^T g>), and of RoiAlign and its
+gradient (one generated vertex; checked against a float64 transcription of
+torchvision's roi_align): built against ipuxl's Poplar, run, and compared
+with ``Session.run`` (slow)."""
 import math
 
 import numpy as np
