@@ -4,6 +4,8 @@ docs/export.md)."""
 import importlib.util
 import os
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -43,6 +45,9 @@ def test_the_hook_records_each_session_without_raising(tmp_path, monkeypatch):
     import ipuxl as popxl
     import ipuxl.ops as ops
     import ipuxl.session as session_mod
+    from ipuxl.addons.ops.static_sparse_ops import dense_const_sparse_matmul
+
+    sparse = pytest.importorskip("scipy.sparse")
 
     log = tmp_path / "log.jsonl"
     monkeypatch.setenv("POPXL_APPS_EXPORT_LOG", str(log))
@@ -52,10 +57,11 @@ def test_the_hook_records_each_session_without_raising(tmp_path, monkeypatch):
         ir = popxl.Ir()
         with ir.main_graph:
             x = popxl.variable(np.ones((2, 3), np.float32), name="x")
-            y = ops.roi_align(ops.reshape(x, (1, 1, 2, 3)), popxl.constant(np.array([[0, 0, 2, 1]], np.float32)),
-                              popxl.constant(np.array([0], np.int32)), (1, 1), 1.0, 1) if refused else x * 2.0
+            # popxl-addons' static sparse matmul: refused (no popsparse in ipuxl's Poplar)
+            y = dense_const_sparse_matmul(x, sparse.csr_matrix(np.eye(3, 2, dtype=np.float32)), 2) \
+                if refused else x * 2.0
             ops.host_store(popxl.d2h_stream(y.shape, y.dtype, name="y"), y)
         popxl.Session(ir, "ipu_model")  # no exception either way
     results = [json.loads(line)["result"] for line in log.read_text().splitlines()]
     assert results[0] == "exported"
-    assert results[1].startswith("refused: Poplar export: op RoiAlign (")
+    assert results[1].startswith("refused: Poplar export: op SparseMatMul (")
