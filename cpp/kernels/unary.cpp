@@ -194,19 +194,30 @@ std::unique_ptr<Kernel> clip_factory(const OpDesc& d) {
   return k;
 }
 
+// The operands of an activation's gradient (dy, fwd) -> dx (GeluGrad,
+// TanhGrad, ReluGrad): one dtype and one shape for all three.
+struct GradOperands {
+  const TensorRef* g;
+  const TensorRef* fwd;
+  const TensorRef* o;
+};
+GradOperands grad_operands(const OpDesc& d) {
+  d.expect_arity(2, 1);
+  const GradOperands r{d.in[0], d.in[1], d.out[0]};
+  d.expect_same_dtype(*r.g, *r.fwd);
+  d.expect_same_dtype(*r.g, *r.o);
+  d.expect_shape(*r.fwd, r.g->shape);
+  d.expect_shape(*r.o, r.g->shape);
+  return r;
+}
+
 // GeluGrad (dy, x) -> dx = dy * gelu'(x), the tanh approximation's exact
 // derivative (PopART's GeluGradOp): one pass instead of the ~10 elementwise
 // ops of its decomposition. float32 uses fastmath::gelu_tanh_grad, vectorised
 // for the level in use; float16 computes in float; float64 in double.
 std::unique_ptr<Kernel> gelu_grad_factory(const OpDesc& d) {
-  d.expect_arity(2, 1);
-  const TensorRef* g = d.in[0];
-  const TensorRef* x = d.in[1];
-  const TensorRef* o = d.out[0];
-  d.expect_same_dtype(*g, *x);
-  d.expect_same_dtype(*g, *o);
-  d.expect_shape(*x, g->shape);
-  d.expect_shape(*o, g->shape);
+  const GradOperands ops = grad_operands(d);
+  const TensorRef *g = ops.g, *x = ops.fwd, *o = ops.o;
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_FLOAT(g->dtype, {
     using T = scalar_t;
@@ -247,14 +258,8 @@ std::unique_ptr<Kernel> gelu_grad_factory(const OpDesc& d) {
 // decomposition, rounded as they are (y*y, then 1 - that, then the product).
 // float16 computes in float and rounds once.
 std::unique_ptr<Kernel> tanh_grad_factory(const OpDesc& d) {
-  d.expect_arity(2, 1);
-  const TensorRef* g = d.in[0];
-  const TensorRef* y = d.in[1];
-  const TensorRef* o = d.out[0];
-  d.expect_same_dtype(*g, *y);
-  d.expect_same_dtype(*g, *o);
-  d.expect_shape(*y, g->shape);
-  d.expect_shape(*o, g->shape);
+  const GradOperands ops = grad_operands(d);
+  const TensorRef *g = ops.g, *y = ops.fwd, *o = ops.o;
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_FLOAT(g->dtype, {
     using T = scalar_t;
@@ -285,14 +290,8 @@ std::unique_ptr<Kernel> tanh_grad_factory(const OpDesc& d) {
 // ReluGrad (dy, y) -> dx = dy where y > 0, else 0, from the forward output
 // (PopART's ReluGradOp). A NaN y gives 0, as the comparison it replaces.
 std::unique_ptr<Kernel> relu_grad_factory(const OpDesc& d) {
-  d.expect_arity(2, 1);
-  const TensorRef* g = d.in[0];
-  const TensorRef* y = d.in[1];
-  const TensorRef* o = d.out[0];
-  d.expect_same_dtype(*g, *y);
-  d.expect_same_dtype(*g, *o);
-  d.expect_shape(*y, g->shape);
-  d.expect_shape(*o, g->shape);
+  const GradOperands ops = grad_operands(d);
+  const TensorRef *g = ops.g, *y = ops.fwd, *o = ops.o;
   std::unique_ptr<Kernel> k;
   bool ok = IPUXL_DISPATCH_FLOAT(g->dtype, {
     using T = scalar_t;
