@@ -11,9 +11,11 @@ are. float16 tensors are cast to float32 around the vertex, as the Session
 rounds them. A batch index outside ``[0, N)`` makes ``compute()`` return
 false, which the Engine reports naming the vertex.
 """
-__all__ = ["ROI_KERNELS", "ROI_HELPERS", "ROI_CODELETS"]
+import numpy as np
 
-from .poplar_nn import _dbg, _em, _ulist  # noqa: E402  (the emitter's shared small helpers)
+from .poplar_nn import _dbg, _em, _ulist  # the emitter's shared small helpers
+
+__all__ = ["ROI_KERNELS", "ROI_HELPERS", "ROI_CODELETS"]
 
 
 def _roi_align(grad: bool):
@@ -26,8 +28,8 @@ def _roi_align(grad: bool):
         scale = float(a["spatial_scale"])
         # the double scale as two floats (a vertex field is float): hi + lo
         # is the attribute to 2^-48 relative
-        hi = float(_f32(scale))
-        lo = float(_f32(scale - hi))
+        hi = float(np.float32(scale))
+        lo = float(np.float32(scale - hi))
         em.codelets["RoiAlign"] = ROI_CODELETS["RoiAlign"]
         em.helpers.add("roiAlign")
         cast = lambda t: (f"popops::cast(graph, {em.t(t)}, poplar::FLOAT, prog, {_dbg(e)})"  # noqa: E731
@@ -40,12 +42,6 @@ def _roi_align(grad: bool):
             v = f"popops::cast(graph, {v}, {_em().ptype(out.dtype)}, prog, {_dbg(e)})"
         em.define(out, v)
     return emit
-
-
-def _f32(x: float):
-    import numpy as np
-
-    return np.float32(x)
 
 
 ROI_KERNELS = {"RoiAlign": _roi_align(False), "RoiAlignGrad": _roi_align(True)}
