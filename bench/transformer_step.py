@@ -19,7 +19,11 @@ default float partials), the loss (the block's output cast to float32) in
 float32 and its gradient cast back to float16, with a static loss scale
 ``LOSS_SCALE`` (the gradient of ``LOSS_SCALE * loss``, the step
 ``LR / LOSS_SCALE``, as the float16 PopXL applications train) so that the
-gradients stay in float16's normal range. The initial weights are drawn once
+gradients stay in float16's normal range; ``bert16h`` is ``bert16`` with
+half partials (``partialsTypeMatMuls = "half"``, which every float16 PopXL
+application in graphcore/examples sets): ipuxl's matmuls then accumulate in
+float16 where the CPU has AVX512-FP16, while JAX and PyTorch, which have no
+such option, run the ``bert16`` step. The initial weights are drawn once
 with NumPy (seeded) and handed to every peer; inputs and targets come from a
 seeded pool of ``--pool`` batches per size that every peer cycles through in
 the same order. Every step includes feeding the batch and reading the loss
@@ -76,9 +80,13 @@ EPS = 1e-5
 GELU_K = float(np.sqrt(2.0 / np.pi))
 GELU_A = 0.044715
 SIZES = {"small": (1, 32, 128, 4), "large": (4, 64, 256, 4),  # batch, seq, hidden, heads
-         "bert": (8, 128, 768, 12), "bert16": (8, 128, 768, 12)}
+         "bert": (8, 128, 768, 12), "bert16": (8, 128, 768, 12), "bert16h": (8, 128, 768, 12)}
 #: Sizes that run in float16 (every other: float32).
-FLOAT16_SIZES = ("bert16",)
+FLOAT16_SIZES = ("bert16", "bert16h")
+#: Float16 sizes whose matmuls take half partials (``partialsTypeMatMuls =
+#: "half"``, as Graphcore's float16 PopXL applications set it); the peers
+#: have no such option and run the same step as ``bert16``.
+HALF_PARTIALS_SIZES = ("bert16h",)
 #: The float16 step's static loss scale (exact in every dtype: a power of 2).
 LOSS_SCALE = 1024.0
 PEERS = ("ipuxl", "jax", "torch")
@@ -104,7 +112,8 @@ def size_dtype(size) -> str:
 
 def size_label(size):
     b, s, h, nh = SIZES[size]
-    return f"{b}x{s}x{h} ({nh} heads){' fp16' if size in FLOAT16_SIZES else ''}"
+    dt = " fp16" if size in FLOAT16_SIZES else ""
+    return f"{b}x{s}x{h} ({nh} heads){dt}{' half partials' if size in HALF_PARTIALS_SIZES else ''}"
 
 
 def step_flops(size) -> float:
@@ -314,6 +323,8 @@ class IpuxlPeer:
                 return x1 + (m @ var("w2") + var("b2"))
 
         ir = popxl.Ir(replication=1)
+        if size in HALF_PARTIALS_SIZES:
+            ir._pb_ir.getSessionOptions().partialsTypeMatMuls = "half"
         with ir.main_graph:
             x_stream = popxl.h2d_stream((b, s, h), dt, "x")
             t_stream = popxl.h2d_stream((b, s, h), popxl.float32, "target")
@@ -487,7 +498,7 @@ def main(argv=None) -> int:
                     help="comma-separated subset of " + ",".join(PEERS) + " (ipuxl always runs)")
     ap.add_argument("--sizes", default="small,large",
                     help="small (1x32x128), large (4x64x256), bert (8x128x768, 12 heads), "
-                         "bert16 (bert in float16)")
+                         "bert16 (bert in float16), bert16h (bert16 with half partials)")
     ap.add_argument("--isa", choices=("sse", "avx2", "avx512"),
                     help="force ipuxl's instruction-set level (IPUXL_ISA) in its worker "
                          "process; the peers keep their own best kernels")
@@ -558,7 +569,7 @@ def main(argv=None) -> int:
               "machine": {"lines": lines, "fma_peak_gflops": peaks, "isa": _core.isa()},
               "model": "pre-LN transformer block (LN, MHSA softmax, residual, LN, "
                        "MLP 4x GELU(tanh), residual), MSE loss, SGD lr 0.05, float32 (bert16: "
-                       f"float16, loss scale {LOSS_SCALE:g})"}
+                       f"float16, loss scale {LOSS_SCALE:g}; bert16h: with half partials)"}
     print(f"Transformer block training step: {result['model']}")
     print(f"cores: {result['cores']}; threads per peer: {result['threads']}; load average "
           "before: " + " ".join(f"{x:.2f}" for x in result["load_before"]))
@@ -595,7 +606,7 @@ def main(argv=None) -> int:
         result["setup"] = setup
 
         steps = {"small": args.steps_small, "large": args.steps_large,
-                 "bert": args.steps_bert, "bert16": args.steps_bert}
+                 "bert": args.steps_bert, "bert16": args.steps_bert, "bert16h": args.steps_bert}
         times = {s: {n: [] for n in names} for s in sizes}
         cpu = {s: {n: [] for n in names} for s in sizes}
         for r in range(args.reps):

@@ -11,6 +11,7 @@
 
 #include "core/blas.hpp"
 #include "core/gemm.hpp"
+#include "core/hgemm.hpp"
 #include "core/isa.hpp"
 #include "core/kernel.hpp"
 #include "core/parallel.hpp"
@@ -168,6 +169,38 @@ void bind_runtime(py::module_& m) {
       },
       py::arg("ta"), py::arg("tb"), py::arg("alpha"), py::arg("A"), py::arg("B"),
       py::arg("beta"), py::arg("C"), py::arg("impl") = 0, py::arg("repeat") = 1);
+
+  // Test/benchmark hook for the float16-partials GEMM (core/hgemm.hpp): the
+  // float32 C = op(A) @ op(B) of contiguous 2-D float16 arrays, computed
+  // `repeat` times.
+  m.def(
+      "_test_hgemm",
+      [](bool ta, bool tb, const py::array& A, const py::array& B, int64_t repeat) {
+        for (const py::array* a : {&A, &B})
+          if (!a->dtype().is(py::dtype("float16")) || a->ndim() != 2 ||
+              !(a->flags() & py::array::c_style))
+            throw Error("_test_hgemm: A and B must be C-contiguous 2-D float16 arrays");
+        const int64_t M = ta ? A.shape(1) : A.shape(0), K = ta ? A.shape(0) : A.shape(1);
+        const int64_t Kb = tb ? B.shape(1) : B.shape(0), N = tb ? B.shape(0) : B.shape(1);
+        if (K != Kb) throw Error("_test_hgemm: the contraction sizes of op(A) and op(B) differ");
+        if (repeat < 1) throw Error("_test_hgemm: repeat must be >= 1");
+        if (!gemm::half_partials_native())
+          throw Error("_test_hgemm: needs AVX512-FP16 at the avx512 level");
+        py::array_t<float> C({M, N});
+        const f16* pa = static_cast<const f16*>(A.data());
+        const f16* pb = static_cast<const f16*>(B.data());
+        float* pc = C.mutable_data();
+        {
+          py::gil_scoped_release release;
+          for (int64_t r = 0; r < repeat; ++r)
+            gemm::hgemm_half_partials(ta, tb, M, N, K, pa, A.shape(1), pb, B.shape(1), pc, N);
+        }
+        return C;
+      },
+      py::arg("ta"), py::arg("tb"), py::arg("A"), py::arg("B"), py::arg("repeat") = 1);
+  m.def("half_partials_native", &gemm::half_partials_native,
+        "Whether float16 matmuls with half partials accumulate in float16 here (AVX512-FP16 at "
+        "the avx512 level); elsewhere they accumulate in float32.");
 
   // Instruction-set dispatch (core/isa.hpp) and the GEMM plans (core/blas.hpp).
   m.def("isa", []() { return std::string(isa::level_name(isa::level())); },

@@ -1,8 +1,10 @@
 // MatMul with NumPy matmul semantics: 1-D operands are promoted (and the
 // promoted axis dropped from the output), leading batch axes broadcast.
 // float32 uses the installed BLAS; float16 computes in float32 partials and
-// rounds once (as the IPU's AMP with float partials); other types use the
-// reference loop with a wide accumulator.
+// rounds once (as the IPU's AMP with float partials), or, with half partials
+// (partials_type "half") on a CPU with AVX512-FP16, accumulates in float16
+// (core/hgemm.hpp); other types use the reference loop with a wide
+// accumulator.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 #include "../core/blas.hpp"
 #include "../core/gemm.hpp"
 #include "../core/half.hpp"
+#include "../core/hgemm.hpp"
 #include "../core/isa.hpp"
 #include "../core/parallel.hpp"
 #include "fastmath.hpp"
@@ -88,6 +91,14 @@ void half_epilogue(const float* C, const f16* bias, bool gelu, int64_t M, int64_
   });
 }
 
+// Whether a float16 product runs on float16 partials: the op asks for half
+// partials (ops.matmul's partials_type, or partialsTypeMatMuls) and the CPU
+// has native float16 FMAs at the level in use. Elsewhere half partials
+// accumulate in float32, the more accurate choice at no cost in speed.
+bool native_half_partials(const OpDesc& d) {
+  return d.attrs.s("partials_type", "float") == "half" && gemm::half_partials_native();
+}
+
 // C = alpha * op(A) @ op(B) + beta * C into the third input, which the output
 // aliases: a weight update scaled_add_(W, X^T @ G, b=-lr) folded by the
 // lowering, so the gradient is never stored and W is read and written once.
@@ -116,17 +127,23 @@ std::unique_ptr<Kernel> accumulate_factory(const OpDesc& d) {
   if (dt == DType::Float16) {
     // The unfused ops' roundings: the product to float16 (MatMul), then
     // C = f16(beta * C + alpha * product) (ScaledAdd's float formula).
+    const bool half_partials = native_half_partials(d);
     return make_kernel([=](RunContext&) {
       thread_local std::vector<float> fa, fb, fp;
       const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
-      if ((int64_t)fa.size() < na) fa.resize((size_t)na);
-      if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
       if ((int64_t)fp.size() < no) fp.resize((size_t)no);
-      // Transposed operands converted transposed: the unfused MatMul's GEMM.
-      f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
-      f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
-      blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f, fa.data(), K,
-                       fb.data(), N, 0.0f, fp.data(), N);
+      if (half_partials) {
+        gemm::hgemm_half_partials(ta, tb, M, N, K, a->as<f16>(), ta ? M : K, b->as<f16>(),
+                                  tb ? K : N, fp.data(), N);
+      } else {
+        if ((int64_t)fa.size() < na) fa.resize((size_t)na);
+        if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
+        // Transposed operands converted transposed: the unfused MatMul's GEMM.
+        f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+        f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
+        blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f, fa.data(), K,
+                         fb.data(), N, 0.0f, fp.data(), N);
+      }
       const float* P = fp.data();
       f16* W = o->as<f16>();
       parallel_for(no, f16blk::kGrain, [&](int64_t i0, int64_t i1) {
@@ -315,29 +332,40 @@ std::unique_ptr<Kernel> matmul_factory_impl(const OpDesc& d, const TensorRef* bi
     // the results do not depend on the thread count. A fused epilogue
     // rounds as the unfused ops would: the product to float16, the sum with
     // the bias to float16, then GELU of that (half_epilogue).
+    // With native half partials the float16 operands go to the float16
+    // GEMM as stored, transposed or not (hgemm.hpp).
+    const bool half_partials = native_half_partials(d);
     return make_kernel(
         [=](RunContext&) {
           const int64_t na = a->nelms, nbb = b->nelms, no = o->nelms;
           // Per-thread scratch, kept between runs: fresh pages for every
           // product cost more than the conversions.
           thread_local std::vector<float> fa, fb, fo;
-          if ((int64_t)fa.size() < na) fa.resize((size_t)na);
-          if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
           if ((int64_t)fo.size() < no) fo.resize((size_t)no);
-          // A transposed operand is converted transposed (its stored last
-          // two axes are [K, M] / [N, K]): the product is then the unfused
-          // Transpose + MatMul's, bit for bit.
-          f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
-          f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
-          const float* A = fa.data();
-          const float* B = fb.data();
           float* O = fo.data();
-          auto one = [&](int64_t i) {
-            blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f,
-                             A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
-                             O + i * M * N, N);
-          };
-          run_batched(nb, M * N * K, one);
+          if (half_partials) {
+            const f16* A = a->as<f16>();
+            const f16* B = b->as<f16>();
+            run_batched(nb, M * N * K, [&](int64_t i) {
+              gemm::hgemm_half_partials(ta, tb, M, N, K, A + a_off[(size_t)i], ta ? M : K,
+                                        B + b_off[(size_t)i], tb ? K : N, O + i * M * N, N);
+            });
+          } else {
+            if ((int64_t)fa.size() < na) fa.resize((size_t)na);
+            if ((int64_t)fb.size() < nbb) fb.resize((size_t)nbb);
+            // A transposed operand is converted transposed (its stored last
+            // two axes are [K, M] / [N, K]): the product is then the unfused
+            // Transpose + MatMul's, bit for bit.
+            f16blk::to_float_op(a->as<f16>(), fa.data(), na, ta, K, M);
+            f16blk::to_float_op(b->as<f16>(), fb.data(), nbb, tb, N, K);
+            const float* A = fa.data();
+            const float* B = fb.data();
+            run_batched(nb, M * N * K, [&](int64_t i) {
+              blas::sgemm_with(blas::SgemmImpl::Auto, false, false, M, N, K, 1.0f,
+                               A + a_off[(size_t)i], K, B + b_off[(size_t)i], N, 0.0f,
+                               O + i * M * N, N);
+            });
+          }
           if (bias)
             half_epilogue(O, bias->as<f16>(), gelu, M, N, o->as<f16>());
           else

@@ -20,8 +20,10 @@ more of PopART's options on every Ir; ipuxl takes them with these meanings:
   checked as PopART checks it. As in PopXL, ``ops.matmul`` reads it when the
   op is created, unless given its own ``partials_type``; the IPU model plans
   each matmul with the result (poplin's ``partialsType``: 2-byte partial
-  sums and the fp16.16 conv units with half partials), while the simulator
-  accumulates float16 products in float32 whichever is set.
+  sums and the fp16.16 conv units with half partials). The simulator's
+  float16 products with half partials accumulate in float16 where the CPU
+  has AVX512-FP16 at the avx512 level (blocks of 256 products of K in float16,
+  the blocks' sums in float32: cpp/core/hgemm.hpp), elsewhere in float32.
 * ``enableStochasticRounding``: a bool (default ``False``). The simulator
   rounds to nearest even; a Session whose Ir sets ``True`` says so once on
   stderr (as ``"ipu_hw"`` does when it falls back to the simulator) and runs.

@@ -48,7 +48,10 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
     ``float16`` or ``float32`` (else ``ValueError``); omitted, the Ir's
     session option ``partialsTypeMatMuls`` at the time of the call decides
     (``""`` or ``"float"``: float32, ``"half"``: float16). The simulator's
-    float16 products accumulate in float32 whichever is chosen.
+    float16 products accumulate in float16 with half partials on a CPU with
+    AVX512-FP16 at the avx512 level (``cpp/core/hgemm.hpp``: blocks of 256
+    products of the contraction in float16, their sums in float32), and in
+    float32 otherwise.
     ``output_type`` casts the result.
     """
     lhs = to_tensor(lhs, like=rhs if isinstance(rhs, Tensor) else None, op="matmul")

@@ -15,6 +15,10 @@ the three unfused kernels do, so the results are the same bits.
 from ..program import Program
 from .analysis import alias_roots, is_half_or_f32, readers, writes_between
 
+#: The MatMul attributes a fused product keeps (the operand layout and the
+#: partials type its kernel honours).
+_KEPT_ATTRS = ("trans_lhs", "trans_rhs", "partials_type")
+
 NAME = "fuse_epilogues"
 
 
@@ -32,7 +36,7 @@ def run(prog: Program) -> int:
                 continue
             absorbed, bias, final, kind = plan
             last = entries.index(absorbed[-1])
-            attrs = {k: v for k, v in m.attrs.items() if k in ("trans_lhs", "trans_rhs")}
+            attrs = {k: v for k, v in m.attrs.items() if k in _KEPT_ATTRS}
             attrs["epilogue"] = kind
             entries[last] = m.derive(kernel="MatMul", inputs=m.inputs[:2] + [bias],
                                      outputs=[final], attrs=attrs, aliases=(), modified=(),

@@ -19,13 +19,17 @@ which the callee never writes, and the callee's product does not read
 from ..program import Entry, Program
 from .analysis import alias_roots, is_half_or_f32, producer, read_count, root_of, touches, writes
 
+#: The MatMul attributes a fused product keeps (the operand layout and the
+#: partials type its kernel honours).
+_KEPT_ATTRS = ("trans_lhs", "trans_rhs", "partials_type")
+
 NAME = "fold_updates"
 
 
 def _accumulating_matmul(m: Entry, w, out, a: float, b: float) -> Entry:
     """``w = a*w + b*(lhs @ rhs)`` as one GEMM writing ``out`` (an alias of
     ``w``): beta = a, alpha = b."""
-    attrs = {k: v for k, v in m.attrs.items() if k in ("trans_lhs", "trans_rhs")}
+    attrs = {k: v for k, v in m.attrs.items() if k in _KEPT_ATTRS}
     attrs.update({"epilogue": "accumulate", "alpha": float(b), "beta": float(a)})
     return m.derive(kernel="MatMul", inputs=m.inputs[:2] + [w], outputs=[out], attrs=attrs,
                     aliases=[(0, 2)], modified=[2], side_effects=False)
