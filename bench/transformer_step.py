@@ -36,9 +36,10 @@ The peers:
   donated), CPU backend.
 * ``torch``: PyTorch eager, autograd, ``torch.optim.SGD``.
 
-Each peer runs in its own spawned worker process; the driver alternates them
-block by block (the starting peer rotating, ``--gap`` idle seconds and
-``--warm-ms`` of the peer's untimed steps before each block) over
+The driver (bench/_step_bench.py, shared with gptj_step.py) runs each peer
+in its own spawned worker process and alternates them block by block (the
+starting peer rotating, ``--gap`` idle seconds and ``--warm-ms`` of the
+peer's untimed steps before each block) over
 ``--reps`` repetitions and reports medians and the ratios peer time /
 ipuxl time (above 1: ipuxl faster), each the median of the per-repetition
 ratios (paired: bench/_stats.py), with the CPU model, its SIMD
