@@ -1,9 +1,10 @@
 """The driver's handle of a benchmark peer running in its own process.
 
-Shared by ``mnist_step.py`` and ``transformer_step.py``: each peer (ipuxl,
-NumPy, PyTorch, JAX) runs ``worker(name, conn, opts)`` of the calling
-script in a child process, answers a hello ``{"note", "version"}``, then
-one reply per command tuple; a reply ``{"error": text}`` is raised here.
+Shared by ``mnist_step.py`` and ``_step_bench.py`` (the driver of
+``transformer_step.py`` and ``gptj_step.py``): each peer (ipuxl, NumPy,
+PyTorch, JAX) runs ``worker(name, conn, opts)`` of the calling script in a
+child process, answers a hello ``{"note", "version"}``, then one reply per
+command tuple; a reply ``{"error": text}`` is raised here.
 """
 
 
