@@ -68,7 +68,18 @@ def shapes(which="mlp"):
     """(label, ta, tb, M, N, K) for every MLP product at each batch
     (which="mlp"), or every 2-D product of bench/transformer_step.py's
     4 x 64 x 256 block (which="transformer": 256 tokens, hidden 256, MLP
-    1024, and one head's 64 x 64 x 64 attention products)."""
+    1024, and one head's 64 x 64 x 64 attention products), or of its
+    BERT-base size (which="bert": 1024 tokens, hidden 768, MLP 3072, one
+    head's 128 x 128 x 64 attention products)."""
+    if which == "bert":
+        out = []
+        for fi, fo in ((768, 768), (768, 3072), (3072, 768)):
+            out.append((f"fwd  X@W   t1024 {fi}x{fo}", False, False, 1024, fo, fi))
+            out.append((f"bwd  G@W^T t1024 {fi}x{fo}", False, True, 1024, fi, fo))
+            out.append((f"bwd  X^T@G t1024 {fi}x{fo}", True, False, fi, fo, 1024))
+        out.append(("head q@k^T 128x128x64", False, True, 128, 128, 64))
+        out.append(("head a@v   128x64x128", False, False, 128, 64, 128))
+        return out
     if which == "transformer":
         out = []
         for fi, fo in ((256, 256), (256, 1024), (1024, 256)):
@@ -159,7 +170,7 @@ def main(argv=None) -> int:
     p.add_argument("--warm-ms", type=float, default=100.0,
                    help="untimed calls of a peer right before its timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")
-    p.add_argument("--shapes", choices=("mlp", "transformer"), default="mlp",
+    p.add_argument("--shapes", choices=("mlp", "transformer", "bert"), default="mlp",
                    help="the MNIST MLP's products or the transformer block's (4x64x256)")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of every peer (0: each library's default, all cores)")
