@@ -254,7 +254,9 @@ class IpuxlStep:
         import ipuxl
         from ipuxl._core_loader import blas_backend, core
         blas = blas_backend.split(" (")[0]
-        return f"{ipuxl.__version__} ({core.num_threads()} core threads, level {core.isa()}, GEMM {blas})"
+        half = "float16 FMAs" if core.half_partials_native() else "float32"
+        return (f"{ipuxl.__version__} ({core.num_threads()} core threads, level {core.isa()}, "
+                f"GEMM {blas}, half partials in {half})")
 
     def prepare(self, x, t):
         return {self.x_stream: x, self.t_stream: t}

@@ -41,8 +41,8 @@ def cpu_model() -> str:
 
 def cpu_flags() -> str:
     """The SIMD flags that matter here, as /proc/cpuinfo lists them."""
-    want = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq",
-            "avx512_bf16", "avx512_vnni", "asimd", "sve")
+    want = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512vl", "avx512bw",
+            "avx512dq", "avx512_bf16", "avx512_vnni", "avx512_fp16", "asimd", "sve")
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
