@@ -64,6 +64,17 @@ import time
 import numpy as np
 
 
+def _block_products(rows, layers, tag="t"):
+    """The forward, input-gradient and weight-gradient products of dense
+    layers (fan_in, fan_out) at `rows` rows (labelled tag + rows)."""
+    out = []
+    for fi, fo in layers:
+        out.append((f"fwd  X@W   {tag}{rows} {fi}x{fo}", False, False, rows, fo, fi))
+        out.append((f"bwd  G@W^T {tag}{rows} {fi}x{fo}", False, True, rows, fi, fo))
+        out.append((f"bwd  X^T@G {tag}{rows} {fi}x{fo}", True, False, fi, fo, rows))
+    return out
+
+
 def shapes(which="mlp"):
     """(label, ta, tb, M, N, K) for every MLP product at each batch
     (which="mlp"), or every 2-D product of bench/transformer_step.py's
@@ -72,31 +83,17 @@ def shapes(which="mlp"):
     BERT-base size (which="bert": 1024 tokens, hidden 768, MLP 3072, one
     head's 128 x 128 x 64 attention products)."""
     if which == "bert":
-        out = []
-        for fi, fo in ((768, 768), (768, 3072), (3072, 768)):
-            out.append((f"fwd  X@W   t1024 {fi}x{fo}", False, False, 1024, fo, fi))
-            out.append((f"bwd  G@W^T t1024 {fi}x{fo}", False, True, 1024, fi, fo))
-            out.append((f"bwd  X^T@G t1024 {fi}x{fo}", True, False, fi, fo, 1024))
-        out.append(("head q@k^T 128x128x64", False, True, 128, 128, 64))
-        out.append(("head a@v   128x64x128", False, False, 128, 64, 128))
-        return out
+        return _block_products(1024, ((768, 768), (768, 3072), (3072, 768))) + [
+            ("head q@k^T 128x128x64", False, True, 128, 128, 64),
+            ("head a@v   128x64x128", False, False, 128, 64, 128)]
     if which == "transformer":
-        out = []
-        for fi, fo in ((256, 256), (256, 1024), (1024, 256)):
-            out.append((f"fwd  X@W   t256 {fi}x{fo}", False, False, 256, fo, fi))
-            out.append((f"bwd  G@W^T t256 {fi}x{fo}", False, True, 256, fi, fo))
-            out.append((f"bwd  X^T@G t256 {fi}x{fo}", True, False, fi, fo, 256))
-        out.append(("head q@k^T 64x64x64", False, True, 64, 64, 64))
-        out.append(("head a@v   64x64x64", False, False, 64, 64, 64))
-        out.append(("head a^T@g 64x64x64", True, False, 64, 64, 64))
-        return out
-    layers = [(784, 512), (512, 512), (512, 10)]
+        return _block_products(256, ((256, 256), (256, 1024), (1024, 256))) + [
+            ("head q@k^T 64x64x64", False, True, 64, 64, 64),
+            ("head a@v   64x64x64", False, False, 64, 64, 64),
+            ("head a^T@g 64x64x64", True, False, 64, 64, 64)]
     out = []
     for batch in (8, 80, 128):
-        for fi, fo in layers:
-            out.append((f"fwd  X@W   b{batch} {fi}x{fo}", False, False, batch, fo, fi))
-            out.append((f"bwd  G@W^T b{batch} {fi}x{fo}", False, True, batch, fi, fo))
-            out.append((f"bwd  X^T@G b{batch} {fi}x{fo}", True, False, fi, fo, batch))
+        out += _block_products(batch, ((784, 512), (512, 512), (512, 10)), tag="b")
     for n in (512, 1024):
         out.append((f"square {n}", False, False, n, n, n))
         out.append((f"square {n} A^T", True, False, n, n, n))
@@ -171,7 +168,7 @@ def main(argv=None) -> int:
                    help="untimed calls of a peer right before its timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")
     p.add_argument("--shapes", choices=("mlp", "transformer", "bert"), default="mlp",
-                   help="the MNIST MLP's products or the transformer block's (4x64x256)")
+                   help="the MNIST MLP's products, the transformer block's (4x64x256) or its BERT-base size's")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of every peer (0: each library's default, all cores)")
     p.add_argument("--numpy-alignment", action="store_true",
