@@ -168,7 +168,8 @@ def main(argv=None) -> int:
                    help="untimed calls of a peer right before its timed block")
     p.add_argument("--filter", default="", help="only shapes whose label contains this")
     p.add_argument("--shapes", choices=("mlp", "transformer", "bert"), default="mlp",
-                   help="the MNIST MLP's products, the transformer block's (4x64x256) or its BERT-base size's")
+                   help="the MNIST MLP's products, the transformer block's (4x64x256) or "
+                        "its BERT-base size's")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of every peer (0: each library's default, all cores)")
     p.add_argument("--numpy-alignment", action="store_true",
