@@ -5,12 +5,14 @@
 // dtype's size (1, 2, 4 or 8 bytes) instead of dispatching on the dtype.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "../core/kernel.hpp"
+#include "../core/parallel.hpp"
 
 namespace ipuxl {
 
@@ -39,22 +41,22 @@ inline bool view_in_bounds(const StridedView& v, int64_t nelms) {
 }
 
 namespace detail {
+// Copies rows [r0, r1) of the view (a row: the innermost axis) to out.
 template <class U>
-void strided_copy_t(const U* in, U* out, const StridedView& v) {
+void strided_copy_rows(const U* in, U* out, const StridedView& v, int64_t r0, int64_t r1) {
   const int64_t rank = (int64_t)v.shape.size();
-  const int64_t total = shape_nelms(v.shape);
-  if (total == 0) return;
-  if (rank == 0) {
-    out[0] = in[v.base];
-    return;
-  }
   const int64_t inner_n = v.shape[(size_t)rank - 1];
   const int64_t inner_s = v.strides[(size_t)rank - 1];
   std::vector<int64_t> idx((size_t)rank, 0);
   int64_t off = v.base;
-  for (int64_t o = 0; o < total; o += inner_n) {
+  for (int64_t d = rank - 2, r = r0; d >= 0; --d) {  // the multi-index of row r0
+    idx[(size_t)d] = r % v.shape[(size_t)d];
+    r /= v.shape[(size_t)d];
+    off += idx[(size_t)d] * v.strides[(size_t)d];
+  }
+  for (int64_t row = r0; row < r1; ++row) {
     const U* p = in + off;
-    U* q = out + o;
+    U* q = out + row * inner_n;
     if (inner_s == 1) {
       std::memcpy(q, p, (size_t)inner_n * sizeof(U));
     } else {
@@ -67,6 +69,30 @@ void strided_copy_t(const U* in, U* out, const StridedView& v) {
       idx[(size_t)d] = 0;
     }
   }
+}
+
+// Copies of at least this many bytes are split by rows over the core's
+// threads (each row is written by one thread: the same bytes either way).
+constexpr int64_t kParallelCopyBytes = int64_t{1} << 18;
+
+template <class U>
+void strided_copy_t(const U* in, U* out, const StridedView& v) {
+  const int64_t rank = (int64_t)v.shape.size();
+  const int64_t total = shape_nelms(v.shape);
+  if (total == 0) return;
+  if (rank == 0) {
+    out[0] = in[v.base];
+    return;
+  }
+  const int64_t inner_n = v.shape[(size_t)rank - 1];
+  const int64_t rows = total / inner_n;
+  if (total * (int64_t)sizeof(U) < kParallelCopyBytes || rows < 2) {
+    strided_copy_rows(in, out, v, 0, rows);
+    return;
+  }
+  const int64_t row_bytes = inner_n * (int64_t)sizeof(U);
+  parallel_for(rows, std::max<int64_t>(1, (kParallelCopyBytes / 4) / row_bytes),
+               [&](int64_t r0, int64_t r1) { strided_copy_rows(in, out, v, r0, r1); });
 }
 }  // namespace detail
 
