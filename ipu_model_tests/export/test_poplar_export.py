@@ -395,6 +395,39 @@ def test_float16_forward(tmp_path):
 
 
 @pytest.mark.slow
+def test_float16_half_partials_matmuls(tmp_path):
+    """Matmuls with half partials and an available memory proportion carry
+    them to poplin as PopART's MatMulOpx does (the options "partialsType"
+    and "availableMemoryProportion"), 2-D and batched; both programs within
+    float16 accumulation error of the float64 product (the Session's
+    half partials accumulate in float16 where the CPU has AVX512-FP16, the
+    exported program's per tile piece in double, rounded to half)."""
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=(16, 600)).astype(np.float16)
+    b = rng.normal(size=(600, 24)).astype(np.float16)
+    q = rng.normal(size=(3, 10, 40)).astype(np.float16)
+    k = rng.normal(size=(3, 40, 12)).astype(np.float16)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        ta, tb, tq, tk = (popxl.variable(v, popxl.float16, name=n)
+                          for v, n in ((a, "a"), (b, "b"), (q, "q"), (k, "k")))
+        y = ops.matmul(ta, tb, available_memory_proportion=0.3, partials_type=popxl.float16)
+        z = ops.matmul(tq, tk, partials_type=popxl.float16)
+        for t, n in ((y, "y"), (z, "z")):
+            ops.host_store(popxl.d2h_stream(t.shape, t.dtype, name=n), t)
+    got, _, want, _, src, _ = roundtrip(ir, tmp_path)
+    assert src.count('{"partialsType", "half"}') == 2, src
+    assert '{"availableMemoryProportion", "0.3"}' in src
+    for name, x, w in (("y", a, b), ("z", q, k)):
+        exact = x.astype(np.float64) @ w.astype(np.float64)
+        scale = np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64))
+        for which, r in (("exported", got[name]), ("session", want[name])):
+            assert r.dtype == np.float16
+            err = np.abs(r.astype(np.float64) - exact)
+            assert np.all(err <= 2.0 ** -11 * (scale + np.abs(exact)) * 4 + 1e-3), (name, which)
+
+
+@pytest.mark.slow
 def test_cli_export_poplar_builds_and_runs(tmp_path, capsys):
     script = os.path.join(ROOT, "examples", "user_guide", "repeat_graph_1.py")
     out = tmp_path / "prog"

@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 #include <poplar/DeviceManager.hpp>
+#include <poplin/MatMul.hpp>
+#include <poplin/codelets.hpp>
 #include <popops/ElementWise.hpp>
 #include <popops/codelets.hpp>
 #include <poputil/exceptions.hpp>
@@ -134,6 +136,15 @@ int main(int argc, char **argv) {
     g.setTileMapping(b, 0);
     Sequence s;
     popops::add(g, a, b, s);
+  };
+  cases["matmul_partials_type"] = [&] {
+    Graph g(dev.getTarget());
+    poplin::addCodelets(g);
+    Tensor a = g.addVariable(HALF, {4, 8}, "a"), b = g.addVariable(HALF, {8, 2}, "b");
+    g.setTileMapping(a, 0);
+    g.setTileMapping(b, 0);
+    Sequence s;
+    poplin::matMul(g, a, b, s, "mm", {{"partialsType", "double"}});
   };
   cases["if_predicate"] = [&] {
     Graph g(dev.getTarget());

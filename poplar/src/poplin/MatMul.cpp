@@ -81,19 +81,21 @@ public:
 };
 
 /// PopLibs' ReduceAdd (lib/poplin/codelets/ReduceAdd.cpp): out = the sum of
-/// the numPartials partials, numElems elements each.
-template <int OutCode> class ReduceAddVertex : public poplar::SupervisorVertex {
+/// the numPartials partials (float, or half with half partials), numElems
+/// elements each.
+template <int OutCode, int PartialsCode> class ReduceAddVertex : public poplar::SupervisorVertex {
 public:
-  poplar::Vector<poplar::Input<poplar::Vector<float>>> partials;
+  poplar::Vector<poplar::Input<poplar::Vector<AnyElem>>> partials;
   poplar::Output<poplar::Vector<AnyElem>> out;
   unsigned short numPartials, numElems;
 
   bool compute() {
-    const std::size_t n = out.size(), os = sizeOf(OutCode);
+    const std::size_t n = out.size(), os = sizeOf(OutCode), ps = sizeOf(PartialsCode);
     char *op = reinterpret_cast<char *>(out.data());
     for (std::size_t e = 0; e < n; ++e) {
       double acc = 0;
-      for (std::size_t i = 0; i < partials.size(); ++i) acc += partials[i][e];
+      for (std::size_t i = 0; i < partials.size(); ++i)
+        acc += load(PartialsCode, reinterpret_cast<const char *>(partials[i].data()) + e * ps);
       store(OutCode, op + e * os, acc);
     }
     return true;
@@ -104,7 +106,9 @@ const char *typeName(int code) { return code == T_HALF ? "half" : "float"; }
 std::string convPartialName(int in, int out) {
   return std::string("poplin::ConvPartial1x1Out<") + typeName(in) + "," + typeName(out) + ">";
 }
-std::string reduceAddName(int out) { return std::string("poplin::ReduceAdd<") + typeName(out) + ",float>"; }
+std::string reduceAddName(int out, int partials) {
+  return std::string("poplin::ReduceAdd<") + typeName(out) + "," + typeName(partials) + ">";
+}
 
 void check2D(const poplar::Tensor &A, const poplar::Tensor &B, const char *op) {
   if (A.rank() != 2 || B.rank() != 2)
@@ -150,6 +154,20 @@ unsigned firstTile(const poplar::Graph &graph, const poplar::Tensor &t) {
   return 0;
 }
 
+/// The option partialsType ("float", the default, or "half"): whether a
+/// product of half operands plans and stores its partial sums in half.
+bool halfPartials(const poplar::OptionFlags &o) {
+  bool half = false;
+  for (const auto &kv : o)
+    if (kv.first == "partialsType") {
+      if (kv.second != "half" && kv.second != "float")
+        throw poplar::invalid_option("poplin::matMul: partialsType must be 'half' or 'float', got '" +
+                                     kv.second + "'");
+      half = kv.second == "half";
+    }
+  return half;
+}
+
 double availableMemoryProportion(const poplar::OptionFlags &o) {
   double amp = figures().available_memory_proportion;
   for (const auto &kv : o)
@@ -162,13 +180,14 @@ double availableMemoryProportion(const poplar::OptionFlags &o) {
 /// `first`: an operand counts as laid out by the plan (the model's resident
 /// operand) when its mapping is the plan's creator layout.
 ipuxl::model::Plan planOf(const poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B, bool grouped,
-                          unsigned first, double amp, ipuxl::model::MatMulProblem &q) {
+                          unsigned first, double amp, bool halfPartials, ipuxl::model::MatMulProblem &q) {
   q.G = static_cast<std::int64_t>(A.dim(0));
   q.grouped = grouped;
   q.M = static_cast<std::int64_t>(A.dim(1));
   q.K = static_cast<std::int64_t>(A.dim(2));
   q.N = static_cast<std::int64_t>(B.dim(2));
   q.half = A.elementType().ipuxlCode() == T_HALF;
+  q.half_partials = q.half && halfPartials;  // float operands keep float partials
   q.es = static_cast<std::int64_t>(A.elementType().ipuxlSize());
   q.tiles = std::max<std::int64_t>(1, static_cast<std::int64_t>(graph.getTarget().getNumTiles()) - first);
   q.amp = amp;
@@ -198,7 +217,7 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
   const auto &T = figures();
   const int inCode = A.elementType().ipuxlCode(), outCode = C.elementType().ipuxlCode();
   const bool split = p.pk > 1;
-  const int partCode = split ? T_FLOAT : outCode;
+  const int partCode = split ? (q.half_partials ? T_HALF : T_FLOAT) : outCode;
   popops::ipuxl::requireCodelets(graph, convPartialName(inCode, partCode).c_str(), "poplin");
   const ipuxl::model::PlanPiece s = ipuxl::model::plan_piece(T, q, p);
   const std::size_t G = A.dim(0), M = A.dim(1), K = A.dim(2), N = B.dim(2);
@@ -212,7 +231,8 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
   const unsigned workers = graph.getTarget().getNumWorkerContexts();
   poplar::Tensor partials;
   if (split)
-    partials = graph.addVariable(poplar::FLOAT, {static_cast<std::size_t>(p.pk), G3, M3, N},
+    partials = graph.addVariable(q.half_partials ? poplar::HALF : poplar::FLOAT,
+                                 {static_cast<std::size_t>(p.pk), G3, M3, N},
                                  poplar::DebugContext(dc, "partials"));
   for (std::int64_t st = 0; st < p.ps; ++st) {
     poplar::ComputeSet cs = graph.addComputeSet(poplar::DebugContext(dc, split ? "matMul/partials" : "matMul"));
@@ -276,7 +296,7 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
     prog.add(poplar::program::Execute(cs));
     if (!split || stepC0 >= stepC1) continue;
     // The partials of this step's columns reduced on the output's tiles.
-    popops::ipuxl::requireCodelets(graph, reduceAddName(outCode).c_str(), "poplin");
+    popops::ipuxl::requireCodelets(graph, reduceAddName(outCode, partCode).c_str(), "poplin");
     poplar::ComputeSet rcs = graph.addComputeSet(poplar::DebugContext(dc, "matMul/reduce"));
     poplar::Tensor cFlat = C3.slice(stepC0, stepC1, 2).flatten();
     std::vector<poplar::Tensor> pStep;
@@ -284,14 +304,15 @@ void buildMatMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Te
     for (const auto &part : popops::ipuxl::partsByTile(graph, cFlat)) {
       std::vector<poplar::Tensor> ps;
       for (const auto &x : pStep) ps.push_back(popops::ipuxl::gatherIntervals(x, part.intervals));
-      auto v = graph.addVertex(rcs, reduceAddName(outCode));
+      auto v = graph.addVertex(rcs, reduceAddName(outCode, partCode));
       graph.connect(v["partials"], ps);
       graph.connect(v["out"], popops::ipuxl::gatherIntervals(cFlat, part.intervals));
       graph.setInitialValue(v["numPartials"], static_cast<unsigned short>(p.pk));
       graph.setInitialValue(v["numElems"], static_cast<unsigned short>(std::min<std::size_t>(part.size, 65535)));
       graph.setTileMapping(v, part.tile);
       graph.setPerfEstimate(v, static_cast<std::uint64_t>(cdiv(
-                                   ipuxl::model::reduce_add_cycles(T, static_cast<std::int64_t>(part.size), p.pk), workers)));
+                                   ipuxl::model::reduce_add_cycles(T, static_cast<std::int64_t>(part.size), p.pk,
+                                                                   ipuxl::model::partial_bytes(q)), workers)));
     }
     prog.add(poplar::program::Execute(rcs));
   }
@@ -314,7 +335,7 @@ void matMulInto(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Ten
                 const poplar::OptionFlags &o) {
   unsigned first = mapped ? firstTile(graph, C) : 0;
   ipuxl::model::MatMulProblem q;
-  ipuxl::model::Plan p = planOf(graph, A, B, grouped, first, availableMemoryProportion(o), q);
+  ipuxl::model::Plan p = planOf(graph, A, B, grouped, first, availableMemoryProportion(o), halfPartials(o), q);
   if (!mapped) mapAsPlan(graph, C, first, p.tiles());
   buildMatMul(graph, A, B, C, q, p, first, prog, dc);
 }
@@ -344,10 +365,10 @@ template <int In, int Out> poplar::ipuxl_detail::VertexTypeInfo convPartialType(
   t.codeBytes = static_cast<std::uint64_t>(::ipuxl::model::conv_partial_code(In == T_HALF));
   return t;
 }
-template <int Out> poplar::ipuxl_detail::VertexTypeInfo reduceAddType() {
+template <int Out, int Partials> poplar::ipuxl_detail::VertexTypeInfo reduceAddType() {
   using namespace poplar::ipuxl_detail;
-  using V = ReduceAddVertex<Out>;
-  static const std::string name = reduceAddName(Out);
+  using V = ReduceAddVertex<Out, Partials>;
+  static const std::string name = reduceAddName(Out, Partials);
   VertexTypeInfo t = describe<V>(name.c_str(), {field("partials", &V::partials), field("out", &V::out),
                                                  field("numPartials", &V::numPartials), field("numElems", &V::numElems)});
   t.stateBytes = [](const std::vector<std::size_t> &) {
@@ -361,7 +382,8 @@ void addCodelets(poplar::Graph &graph) {
   ipuxl::addConvolutionCodelets(graph);
   popops::ipuxl::registerBuiltins(graph, {convPartialType<T_FLOAT, T_FLOAT>(), convPartialType<T_HALF, T_FLOAT>(),
                                           convPartialType<T_HALF, T_HALF>(), convPartialType<T_FLOAT, T_HALF>(),
-                                          reduceAddType<T_FLOAT>(), reduceAddType<T_HALF>()});
+                                          reduceAddType<T_FLOAT, T_FLOAT>(), reduceAddType<T_HALF, T_FLOAT>(),
+                                          reduceAddType<T_HALF, T_HALF>(), reduceAddType<T_FLOAT, T_HALF>()});
 }
 
 poplar::Tensor matMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,

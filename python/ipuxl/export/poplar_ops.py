@@ -211,22 +211,37 @@ def _cast(em, e):
                             f"{_ptype(e.outputs[0].dtype)}, prog, {_dbg(e)})")
 
 
+def _matmul_options(e) -> str:
+    """The poplin options PopART's MatMulOpx passes from the op: its
+    partials type and available memory proportion (C++, after a comma), or
+    "" when both are the defaults."""
+    opts = []
+    if e.attrs.get("partials_type") == "half":
+        opts.append('{"partialsType", "half"}')
+    amp = e.attrs.get("available_memory_proportion")
+    if amp is not None:
+        opts.append(f'{{"availableMemoryProportion", "{float(amp)!r}"}}')
+    return f", poplar::OptionFlags{{{', '.join(opts)}}}" if opts else ""
+
+
 def _matmul(em, e):
     """PopART's MatMulOpx: operands broadcast to common batch dimensions,
     grouped into (groups, m, k) x (groups, k, n), ``poplin::matMulGrouped``
-    (``poplin::matMul`` for plain 2-D operands), reshaped to the output."""
+    (``poplin::matMul`` for plain 2-D operands), reshaped to the output;
+    the op's partials type and available memory proportion as options."""
     a_t, b_t = e.inputs[0], e.inputs[1]
     out = e.outputs[0]
     a, b = em.t(a_t), em.t(b_t)
     ot = _ptype(out.dtype)
+    o = _matmul_options(e)
     if len(a_t.shape) == 2 and len(b_t.shape) == 2:
         if em.model_mapping(out) is None:
-            em.define(out, f"poplin::matMul(graph, {a}, {b}, prog, {ot}, {_dbg(e)})")
+            em.define(out, f"poplin::matMul(graph, {a}, {b}, prog, {ot}, {_dbg(e)}{o})")
             return
         # The output laid out as the IPU model's plan lays it out, so that the
         # program's vertices and the ops after it sit where the model has them.
         ref = em.new_variable(out)
-        em.line(f"poplin::matMulWithOutput(graph, {a}, {b}, {ref}, prog, {_dbg(e)});")
+        em.line(f"poplin::matMulWithOutput(graph, {a}, {b}, {ref}, prog, {_dbg(e)}{o});")
         return
     sa, sb = list(a_t.shape), list(b_t.shape)
     if len(sa) == 1:
@@ -239,7 +254,7 @@ def _matmul(em, e):
     em.helpers.add("broadcastTo")
     a3 = f"ipuxl_export::broadcastTo({a}, {_shape(batch + [m, k])}).reshape({{{g}u, {m}u, {k}u}})"
     b3 = f"ipuxl_export::broadcastTo({b}, {_shape(batch + [k, n])}).reshape({{{g}u, {k}u, {n}u}})"
-    em.define(out, f"poplin::matMulGrouped(graph, {a3}, {b3}, prog, {ot}, {_dbg(e)})"
+    em.define(out, f"poplin::matMulGrouped(graph, {a3}, {b3}, prog, {ot}, {_dbg(e)}{o})"
                    f".reshape({_shape(out.shape)})")
 
 
