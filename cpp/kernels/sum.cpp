@@ -5,6 +5,9 @@
 namespace ipuxl {
 namespace {
 
+// Elements below which a float32 sum runs on the calling thread.
+constexpr int64_t kSumGrain = int64_t{1} << 15;
+
 std::unique_ptr<Kernel> sum_factory(const OpDesc& d) {
   if (d.in.empty() || d.out.size() != 1) d.fail("expected at least one input and one output");
   const TensorRef* o = d.out[0];
@@ -35,6 +38,30 @@ std::unique_ptr<Kernel> sum_factory(const OpDesc& d) {
               f16blk::map<3>(n, in3, reinterpret_cast<f16*>(out), [](float a, float b, float c) { return (a + b) + c; });
               return;
             }
+          }
+          if constexpr (std::is_same_v<T, float>) {
+            // Gradient sums of float32 activations: the same additions in
+            // the same order per element, vectorised and over the threads.
+            std::vector<const float*> src;
+            for (auto* t : ins) src.push_back(t->as<float>());
+            const float* const* sp = src.data();
+            const size_t m = src.size();
+            isa::parallel_for(n, kSumGrain, [&](int64_t b, int64_t e) {
+              if (m == 2) {
+                const float *x0 = sp[0], *x1 = sp[1];
+                for (int64_t i = b; i < e; ++i) out[i] = x0[i] + x1[i];
+              } else if (m == 3) {
+                const float *x0 = sp[0], *x1 = sp[1], *x2 = sp[2];
+                for (int64_t i = b; i < e; ++i) out[i] = (x0[i] + x1[i]) + x2[i];
+              } else {
+                for (int64_t i = b; i < e; ++i) {
+                  float acc = sp[0][i];
+                  for (size_t k2 = 1; k2 < m; ++k2) acc = acc + sp[k2][i];
+                  out[i] = acc;
+                }
+              }
+            });
+            return;
           }
           // Accumulate in the compute type; read every input before the
           // write so an output aliasing an input stays correct.

@@ -1,7 +1,9 @@
-"""Sums and means over the leading axis of large float32 tensors (bias
-gradients), which the core splits by blocks of columns over its threads
-(cpp/kernels/reduce.cpp): each column is summed down the rows in double,
-so the result is the float64 sum rounded once, at one thread and at two."""
+"""Large float32 sums split over the core's threads: sums and means over
+the leading axis (bias gradients; cpp/kernels/reduce.cpp: each column
+summed down the rows in double, so the float64 sum rounded once) and the
+elementwise Sum of N tensors (gradient accumulation; cpp/kernels/sum.cpp:
+((x0 + x1) + x2) + ... in float32, element by element), at one thread and
+at two."""
 import os
 import subprocess
 import sys
@@ -33,6 +35,29 @@ def check():
     x64, y64 = x.astype(np.float64), y.astype(np.float64).reshape(7 * 130, 70)
     np.testing.assert_array_equal(r[streams["sum"]], x64.sum(axis=0).astype(np.float32))
     np.testing.assert_allclose(r[streams["mean"]], y64.mean(axis=0), rtol=1e-6, atol=1e-7)
+    check_sum_n()
+
+
+def check_sum_n():
+    from ipuxl.ops.sum_n import sum_n
+
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((300, 1001)).astype(np.float32) for _ in range(5)]
+    ir = popxl.Ir()
+    with ir.main_graph:
+        ts = [popxl.variable(x) for x in xs]
+        outs = {n: sum_n(ts[:n]) for n in (2, 3, 5)}
+        streams = {}
+        for n, t in outs.items():
+            streams[n] = popxl.d2h_stream(t.shape, t.dtype, f"sum{n}")
+            ops.host_store(streams[n], t)
+    with popxl.Session(ir, "ipu_model") as sess:
+        r = sess.run()
+    for n in (2, 3, 5):
+        want = xs[0].copy()
+        for x in xs[1:n]:
+            want = want + x  # float32, in order
+        np.testing.assert_array_equal(r[streams[n]], want)
 
 
 def test_leading_sums_match_float64():
