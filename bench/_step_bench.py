@@ -522,6 +522,13 @@ def _measure(bench, peers, sizes, args, opts, result, w):
     return ok, peers, times, cpu, prof
 
 
+
+def _print_shares(label, what, rates, peak):
+    """One line of a size's rates, each peer's with its share of `peak`:
+    ``  label: what: peer rate (share%); ...``."""
+    print(f"  {label}: {what}: " + "; ".join(
+        f"{n} {r:.0f} ({100 * r / peak:.0f}%)" for n, r in rates.items()))
+
 def _report(bench, names, sizes, times, cpu, peaks, core, result, args, w):
     """The timing table and the per-size lines; fills result["table"]."""
     med = {s: {n: statistics.median(ts) for n, ts in per.items()} for s, per in times.items()}
@@ -551,10 +558,9 @@ def _report(bench, names, sizes, times, cpu, peaks, core, result, args, w):
     peak = peaks[core.isa()][1]
     for s in sizes:
         gf = bench.step_flops(s) / 1e9
-        print(f"  {label(s)}: {gf:.{1 if gf >= 1 else 3}f} GFLOP of matmuls a step; GFLOP/s and share of the "
-              f"{core.isa()} all-core FMA peak ({peak:.0f} GFLOP/s): " + "; ".join(
-                  f"{n} {gf * table[n][s]['steps_per_s']:.0f} "
-                  f"({100 * gf * table[n][s]['steps_per_s'] / peak:.0f}%)" for n in names))
+        _print_shares(label(s), f"{gf:.{1 if gf >= 1 else 3}f} GFLOP of matmuls a step; GFLOP/s and "
+                      f"share of the {core.isa()} all-core FMA peak ({peak:.0f} GFLOP/s)",
+                      {n: gf * table[n][s]["steps_per_s"] for n in names}, peak)
     for s in sizes:
         print(f"  per repetition {label(s)} steps/s: " + "; ".join(
             "/".join(f"{1.0 / times[s][n][r]:.{0 if times[s][n][r] < 0.1 else 2}f}"
@@ -572,10 +578,9 @@ def _report(bench, names, sizes, times, cpu, peaks, core, result, args, w):
         pc = cpk[core.isa()]
         for s in sizes:
             gf = bench.step_flops(s) / 1e9
-            print(f"  {label(s)}: GFLOP per process CPU-second and share of the {core.isa()} "
-                  f"FMA peak per CPU-second ({pc:.0f}; descheduled time not counted): " + "; ".join(
-                      f"{n} {gf / table[n][s]['cpu_s_per_step']:.0f} "
-                      f"({100 * gf / table[n][s]['cpu_s_per_step'] / pc:.0f}%)" for n in names))
+            _print_shares(label(s), f"GFLOP per process CPU-second and share of the {core.isa()} "
+                          f"FMA peak per CPU-second ({pc:.0f}; descheduled time not counted)",
+                          {n: gf / table[n][s]["cpu_s_per_step"] for n in names}, pc)
     for s in sizes:
         st = result["setup"]["ipuxl"][s]
         print(f"ipuxl {label(s)}: IR build {st['ir_build_s']:.3f} s, compile + first step "
