@@ -371,23 +371,32 @@ def test_every_view_is_populated(browser, tmp_path):
     assert {r["label"] for r in p.op_table()} == labels
     _show(browser, "trace")
     assert _plot_points(browser, "plot-trace") >= len(p.steps["kind"])
-    # Hovering a step of the trace names it and its cycles.
-    x, y = browser.eval("""(() => { const d = document.getElementById('plot-trace');
-        const t = d.data.find((t) => t.name === 'Execute');
-        return d.chart.pixel((t.x[0] + t.x[1]) / 2, t.y[0]); })()""")
-    browser.hover_at(x, y)
-    # the tooltip is drawn on the next frame: wait for it rather than race it
-    browser.wait_for("(document.querySelector('#plot-trace .chart-tip') || {}).textContent")
-    tip = browser.eval("document.querySelector('#plot-trace .chart-tip').textContent")
+    # Hovering a step of the trace names it and its cycles. The chart may
+    # still be laying out after the view is shown (its pixels move) and the
+    # tooltip is drawn on a later frame: locate the step and hover until the
+    # tooltip names a step, rather than race either.
+    tip = ""
+    for _ in range(40):
+        x, y = browser.eval("""(() => { const d = document.getElementById('plot-trace');
+            const t = d.data.find((t) => t.name === 'Execute');
+            return d.chart.pixel((t.x[0] + t.x[1]) / 2, t.y[0]); })()""")
+        browser.hover_at(x, y)
+        time.sleep(0.05)
+        tip = browser.eval("(document.querySelector('#plot-trace .chart-tip') || {}).textContent || ''")
+        if tip.startswith("Execute "):
+            break
     assert tip.startswith("Execute ") and "cycles from cycle" in tip, tip
     # Dragging zooms into those cycles; a double click resets.
     for kind, px in (("mousePressed", x), ("mouseMoved", x + 200), ("mouseReleased", x + 200)):
         browser.send("Input.dispatchMouseEvent", type=kind, x=px, y=y, button="left", clickCount=1)
+    # the zoom, like the tooltip, is applied on a later frame: wait for it
+    browser.wait_for("document.getElementById('plot-trace').chart.zoom.x")
     zoom = browser.eval("document.getElementById('plot-trace').chart.zoom.x")
     full = browser.eval("document.getElementById('plot-trace').chart.axes.x.auto")
     assert zoom and full[0] <= zoom[0] < zoom[1] <= full[1] and zoom[1] - zoom[0] < full[1] - full[0]
     browser.send("Input.dispatchMouseEvent", type="mousePressed", x=x, y=y, button="left", clickCount=2)
     browser.send("Input.dispatchMouseEvent", type="mouseReleased", x=x, y=y, button="left", clickCount=2)
+    browser.wait_for("Object.keys(document.getElementById('plot-trace').chart.zoom).length === 0")
     assert browser.eval("Object.keys(document.getElementById('plot-trace').chart.zoom).length") == 0
     for view in VIEWS:
         assert os.path.getsize(tmp_path / f"view_{view}.png") > 10000
